@@ -1,0 +1,328 @@
+"""Container readers: samples at the file's own rate and channel count, with seeking.
+
+libsndfile (through soundfile) reads WAV, FLAC, OGG/Vorbis, OGG/Opus and MP3; FFmpeg (through
+PyAV, imported only when libsndfile declines a file) reads the rest: M4A/AAC, MP4, WebM, and
+whatever else FFmpeg demuxes. Both readers hand out (n, C) float32 blocks so the caller decides
+how much sits in memory at once.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from oasr.audio.errors import AudioDecodeError, AudioSource, describe_source
+
+FIX_CORRUPT = "re-download the file or re-encode it (e.g. ffmpeg -i IN -ar 16000 OUT.flac)"
+FIX_FORMAT = (
+    "supported containers are WAV, FLAC, OGG/Vorbis, OGG/Opus, MP3, M4A/AAC, MP4 and WebM; "
+    "check that the file or bytes really hold audio"
+)
+
+
+class NativeReader:
+    """Reads (n, C) float32 frames at the container's sample rate.
+
+    ``frames`` is the declared length in frames: exact for PCM and FLAC, the container's
+    estimate for compressed streams (MP3, Opus, AAC), where decoding may yield slightly fewer.
+    """
+
+    label: str
+    sample_rate: int
+    channels: int
+    frames: int
+
+    def seek(self, frame: int) -> None:
+        """Position the next ``read`` at ``frame``; past the end, reads return nothing."""
+        raise NotImplementedError
+
+    def read(self, n: int) -> np.ndarray:
+        """Up to ``n`` frames (all remaining for ``n < 0``) as (m, C) float32; ``m < n`` only at
+        the end of the stream."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> NativeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _corrupt(self, position: int, detail: str) -> AudioDecodeError:
+        return AudioDecodeError(
+            self.label,
+            f"is truncated or corrupt: decoding failed after {position / self.sample_rate:.2f} s"
+            f" ({detail})",
+            FIX_CORRUPT,
+        )
+
+
+class SoundFileReader(NativeReader):
+    """libsndfile: sample-exact seeks in every format it reads."""
+
+    def __init__(self, file: str | io.BytesIO, label: str) -> None:
+        self.label = label
+        self._f = sf.SoundFile(file)
+        self.sample_rate = int(self._f.samplerate)
+        self.channels = int(self._f.channels)
+        self.frames = int(self._f.frames)
+        self._pos = 0
+        self._eof = False
+
+    def seek(self, frame: int) -> None:
+        self._eof = False
+        if frame == self._pos:
+            return
+        if frame >= self.frames:
+            self._eof = True
+            return
+        try:
+            self._f.seek(frame)
+        except (sf.LibsndfileError, RuntimeError):
+            # Compressed streams over-declare their length; a seek into the gap is the end.
+            self._eof = True
+            return
+        self._pos = frame
+
+    def read(self, n: int) -> np.ndarray:
+        if self._eof:
+            return np.zeros((0, self.channels), dtype=np.float32)
+        try:
+            x = self._f.read(n, dtype="float32", always_2d=True)
+        except (sf.LibsndfileError, RuntimeError) as err:
+            raise self._corrupt(self._failed_at(), _sf_message(err)) from err
+        self._pos += x.shape[0]
+        if n >= 0 and x.shape[0] < n:
+            self._eof = True
+        return x
+
+    def _failed_at(self) -> int:
+        try:
+            return int(self._f.tell())
+        except (sf.LibsndfileError, RuntimeError):
+            return self._pos
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class _NoAudioStream(Exception):
+    pass
+
+
+class PyAVReader(NativeReader):
+    """FFmpeg through PyAV, for containers libsndfile does not read.
+
+    Seeks land on a packet boundary before the target (minus a pre-roll, so overlap-add
+    codecs like AAC and Opus have settled) and decoded samples before the target are dropped,
+    which keeps seeks sample-accurate against the frames' timestamps.
+    """
+
+    PREROLL_SECONDS = 0.25
+
+    def __init__(self, file: str | io.BytesIO, label: str) -> None:
+        import av
+
+        self._av = av
+        self.label = label
+        self._c = av.open(file, mode="r")
+        if not self._c.streams.audio:
+            kinds = sorted({s.type for s in self._c.streams}) or ["none"]
+            self._c.close()
+            raise _NoAudioStream(", ".join(kinds))
+        self._s = self._c.streams.audio[0]
+        cc = self._s.codec_context
+        self.sample_rate = int(cc.sample_rate or self._s.rate)
+        self.channels = int(cc.layout.nb_channels) if cc.layout else int(cc.channels)
+        self._tb = self._s.time_base
+        self._origin = self._s.start_time or 0
+        self.frames = self._declared_frames()
+        self._decoder: Any = None
+        self._pending: list[np.ndarray] = []
+        self._buffered = 0
+        self._next_index: int | None = 0  # native index of the next decoded sample
+        self._want = 0  # drop decoded samples before this index
+        self._pos = 0  # index of the next sample read() returns
+        self._eof = False
+
+    def _declared_frames(self) -> int:
+        if self._s.duration is not None and self._tb is not None:
+            return int(round(float(self._s.duration * self._tb) * self.sample_rate))
+        if self._c.duration is not None:
+            return int(round(self._c.duration / self._av.time_base * self.sample_rate))
+        # No duration in the headers: sum the packet durations (demuxing only, no decoding).
+        total = 0
+        for packet in self._c.demux(self._s):
+            if packet.duration:
+                total += packet.duration
+        self._c.seek(self._origin, stream=self._s)
+        return int(round(float(total * self._tb) * self.sample_rate)) if self._tb else 0
+
+    def seek(self, frame: int) -> None:
+        self._pending, self._buffered, self._eof = [], 0, False
+        self._want = self._pos = frame
+        if self._decoder is None and self._next_index == 0 and frame <= 0:
+            return  # positioned at the start with nothing decoded yet
+        target = max(0, frame - int(self.PREROLL_SECONDS * self.sample_rate))
+        ts = self._origin + int(target / self.sample_rate / self._tb)
+        self._restart(ts)
+
+    def _restart(self, ts: int) -> None:
+        try:
+            self._c.seek(ts, stream=self._s, backward=True)
+        except self._av.FFmpegError as err:
+            raise self._corrupt(self._pos, _av_message(err)) from err
+        self._decoder = None
+        self._next_index = None if ts > self._origin else 0
+
+    def _next_frame(self) -> Any:
+        if self._decoder is None:
+            self._decoder = self._c.decode(self._s)
+        try:
+            return next(self._decoder)
+        except StopIteration:
+            return None
+        except self._av.FFmpegError as err:
+            raise self._corrupt(self._pos + self._buffered, _av_message(err)) from err
+
+    def _fill(self, n: int) -> None:
+        while (n < 0 or self._buffered < n) and not self._eof:
+            frame = self._next_frame()
+            if frame is None:
+                self._eof = True
+                break
+            block = _frame_to_float32(frame)
+            if block.shape[1] != self.channels:
+                raise self._corrupt(
+                    self._pos + self._buffered,
+                    f"channel count changes from {self.channels} to {block.shape[1]}",
+                )
+            if self._next_index is None:
+                tb = frame.time_base or self._tb
+                start = (
+                    None
+                    if frame.pts is None
+                    else int(round(float((frame.pts - self._origin) * tb) * self.sample_rate))
+                )
+                if start is None or start > self._want:
+                    # No timestamp, or the demuxer overshot: decode from the start instead,
+                    # counting samples.
+                    self._restart(self._origin)
+                    continue
+                self._next_index = start
+            drop = min(max(0, self._want - self._next_index), block.shape[0])
+            self._next_index += block.shape[0]
+            if drop < block.shape[0]:
+                self._pending.append(block[drop:])
+                self._buffered += block.shape[0] - drop
+
+    def read(self, n: int) -> np.ndarray:
+        self._fill(n)
+        if not self._pending:
+            return np.zeros((0, self.channels), dtype=np.float32)
+        data = np.concatenate(self._pending, axis=0)
+        take = data.shape[0] if n < 0 else min(n, data.shape[0])
+        rest = data[take:]
+        self._pending = [rest] if rest.shape[0] else []
+        self._buffered = rest.shape[0]
+        self._pos += take
+        return data[:take]
+
+    def close(self) -> None:
+        self._c.close()
+
+
+_INT_SCALE = {"u8": 128.0, "s16": 32768.0, "s32": 2147483648.0, "s64": 9223372036854775808.0}
+
+
+def _frame_to_float32(frame: Any) -> np.ndarray:
+    """An FFmpeg AudioFrame (any sample format) -> (samples, C) float32 in [-1, 1]."""
+    arr = frame.to_ndarray()
+    arr = arr.T if frame.format.is_planar else arr.reshape(-1, frame.layout.nb_channels)
+    base = frame.format.name.rstrip("p")
+    if base in ("flt", "dbl"):
+        return np.ascontiguousarray(arr, dtype=np.float32)
+    scale = _INT_SCALE[base]
+    x = arr.astype(np.float32)
+    if base == "u8":
+        x -= 128.0
+    return x / np.float32(scale)
+
+
+def _sf_message(err: Exception) -> str:
+    message = str(getattr(err, "error_string", None) or err)
+    return message.removeprefix("Error : ").rstrip(".")
+
+
+def _av_message(err: Exception) -> str:
+    return str(getattr(err, "strerror", None) or err)
+
+
+def open_reader(source: AudioSource) -> NativeReader:
+    """Open ``source`` (a path or the file's bytes) with libsndfile, else FFmpeg.
+
+    Raises ``AudioDecodeError`` naming the source when neither can read it.
+    """
+    label = describe_source(source)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        if not data:
+            raise AudioDecodeError(label, "is empty (0 bytes)", "pass the encoded file's bytes")
+
+        def handle() -> str | io.BytesIO:
+            return io.BytesIO(data)
+    else:
+        path = os.fspath(source)
+        _check_path(path, label)
+
+        def handle() -> str | io.BytesIO:
+            return path
+
+    try:
+        return SoundFileReader(handle(), label)
+    except (sf.LibsndfileError, RuntimeError) as err:
+        sf_error = _sf_message(err)
+    try:
+        import av
+    except ImportError as err:
+        raise AudioDecodeError(
+            label,
+            f"is not in a format libsndfile reads ({sf_error})",
+            "install PyAV (pip install av) to read M4A/AAC/MP4/WebM",
+        ) from err
+    try:
+        return PyAVReader(handle(), label)
+    except _NoAudioStream as err:
+        raise AudioDecodeError(
+            label,
+            f"contains no audio stream (streams: {err})",
+            "pass a file with an audio track",
+        ) from err
+    except av.FFmpegError as err:
+        raise AudioDecodeError(
+            label,
+            f"is not a readable audio file (libsndfile: {sf_error}; FFmpeg: {_av_message(err)})",
+            FIX_FORMAT,
+        ) from err
+
+
+def _check_path(path: str, label: str) -> None:
+    if not os.path.exists(path):
+        raise AudioDecodeError(label, "does not exist", "check the path")
+    if os.path.isdir(path):
+        raise AudioDecodeError(label, "is a directory, not an audio file", "name a file")
+    try:
+        with open(path, "rb") as f:
+            empty = not f.read(1)
+    except OSError as err:
+        raise AudioDecodeError(
+            label, f"cannot be opened ({err.strerror})", "check the file's permissions"
+        ) from err
+    if empty:
+        raise AudioDecodeError(label, "is empty (0 bytes)", "re-export or re-download the file")

@@ -1,0 +1,1 @@
+"""Caches the engine owns: the row-indexed decoder KV (``decoder_state``)."""

@@ -1,0 +1,155 @@
+"""Row-indexed decoder state for label-synchronous AR families.
+
+Every row carries its own KV extent, so groups prefilled at different times merge and a
+retired row leaves by index selection:
+
+========  ==================================================================
+``lens``  keys cached per row, and so the row's next write index (B,)
+``starts``  first valid key per row (left padding), ``None`` for a fixed prompt
+positions  derived, ``lens - starts``; never stored, so it cannot disagree
+========  ==================================================================
+
+``DenseKv`` is the dense storage: a ``(B, H, cap, D)`` buffer per layer. An AED state pairs
+a self-attention ``DenseKv`` with a ``CrossKv`` (the encoder window's K/V per layer, written
+once at prefill).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class DenseKv:
+    """Self-attention KV of one decode group. k/v: per layer (B, H, cap, D)."""
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+    lens: torch.Tensor  # (B,) int64
+    starts: torch.Tensor | None
+    # Host-side upper bound of ``lens`` so attention reads only the filled prefix without a
+    # device sync (every row advances by one key per step).
+    max_len: int
+
+    @classmethod
+    def allocate(cls, layers: int, batch: int, heads: int, cap: int, head_dim: int,
+                 device: torch.device, dtype: torch.dtype) -> DenseKv:
+        # Zeroed: stale values past a row's length are masked, but must stay finite.
+        def make() -> list[torch.Tensor]:
+            return [torch.zeros(batch, heads, cap, head_dim, device=device, dtype=dtype)
+                    for _ in range(layers)]
+
+        return cls(make(), make(), torch.zeros(batch, dtype=torch.long, device=device), None, 0)
+
+    @property
+    def capacity(self) -> int:
+        return self.k[0].shape[2]
+
+    @property
+    def batch(self) -> int:
+        return self.k[0].shape[0]
+
+    def positions(self) -> torch.Tensor:
+        return self.lens if self.starts is None else self.lens - self.starts
+
+    def write(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
+        """Write (B, H, S, D) new keys at each row's own ``lens`` (lens advance in ``advance``)."""
+        s = k_new.shape[2]
+        if self.max_len + s > self.capacity:
+            raise RuntimeError(
+                f"decoder KV capacity {self.capacity} exceeded (have {self.max_len}, adding {s}); "
+                "raise max_new_tokens headroom or lower the prompt"
+            )
+        b = self.batch
+        if s == 1:
+            rows = torch.arange(b, device=k_new.device)
+            self.k[layer][rows, :, self.lens] = k_new[:, :, 0]
+            self.v[layer][rows, :, self.lens] = v_new[:, :, 0]
+        else:
+            # Prefill: every row starts at the same offset (a fresh group).
+            start = self.max_len
+            self.k[layer][:, :, start:start + s] = k_new
+            self.v[layer][:, :, start:start + s] = v_new
+
+    def advance(self, s: int) -> None:
+        self.lens = self.lens + s
+        self.max_len += s
+
+    def view(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The filled prefix of layer ``layer``'s cache, (B, H, max_len, D)."""
+        return self.k[layer][:, :, : self.max_len], self.v[layer][:, :, : self.max_len]
+
+    def select(self, idx: torch.Tensor) -> DenseKv:
+        return DenseKv(
+            [t.index_select(0, idx) for t in self.k],
+            [t.index_select(0, idx) for t in self.v],
+            self.lens.index_select(0, idx),
+            None if self.starts is None else self.starts.index_select(0, idx),
+            self.max_len,
+        )
+
+    def can_merge(self, other: DenseKv) -> bool:
+        return self.capacity == other.capacity and (self.starts is None) == (other.starts is None)
+
+    def merge(self, other: DenseKv) -> DenseKv:
+        if not self.can_merge(other):
+            raise ValueError("dense KV groups with different capacities or padding cannot merge")
+        return DenseKv(
+            [torch.cat(p) for p in zip(self.k, other.k)],
+            [torch.cat(p) for p in zip(self.v, other.v)],
+            torch.cat([self.lens, other.lens]),
+            None if self.starts is None else torch.cat([self.starts, other.starts]),
+            max(self.max_len, other.max_len),
+        )
+
+
+@dataclass
+class CrossKv:
+    """Cross-attention K/V over the encoder window, per layer (B, H, T_enc, D); ``lens`` (B,)."""
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+    lens: torch.Tensor | None  # None: every row reads the whole window
+
+    def select(self, idx: torch.Tensor) -> CrossKv:
+        return CrossKv([t.index_select(0, idx) for t in self.k],
+                       [t.index_select(0, idx) for t in self.v],
+                       None if self.lens is None else self.lens.index_select(0, idx))
+
+    @property
+    def width(self) -> int:
+        return self.k[0].shape[2]
+
+    def can_merge(self, other: CrossKv) -> bool:
+        # Dense cross-attention is read over the whole window, so widths must agree.
+        return self.width == other.width and (self.lens is None) == (other.lens is None)
+
+    def merge(self, other: CrossKv) -> CrossKv:
+        if not self.can_merge(other):
+            raise ValueError("cross-attention windows of different widths cannot merge (dense)")
+        return CrossKv([torch.cat(p) for p in zip(self.k, other.k)],
+                       [torch.cat(p) for p in zip(self.v, other.v)],
+                       None if self.lens is None else torch.cat([self.lens, other.lens]))
+
+
+@dataclass
+class AedState:
+    """The decoder state of one AED decode group: self KV + cross K/V, row-indexed."""
+
+    kv: DenseKv
+    cross: CrossKv
+
+    @property
+    def batch(self) -> int:
+        return self.kv.batch
+
+    def select(self, idx: torch.Tensor) -> AedState:
+        return AedState(self.kv.select(idx), self.cross.select(idx))
+
+    def can_merge(self, other: AedState) -> bool:
+        return self.kv.can_merge(other.kv) and self.cross.can_merge(other.cross)
+
+    def merge(self, other: AedState) -> AedState:
+        return AedState(self.kv.merge(other.kv), self.cross.merge(other.cross))

@@ -1,0 +1,1 @@
+"""The ``oasr`` command line (Typer)."""

@@ -1,0 +1,33 @@
+"""The ``oasr`` Typer app: one module per command, registered here.
+
+Commands import their heavy dependencies inside the command function so ``oasr --help`` stays
+fast and works offline.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from oasr.cli.gaps import gaps_command
+from oasr.cli.models import models_command
+from oasr.cli.wer import wer_command
+
+app = typer.Typer(
+    name="oasr",
+    help="OASR: GPU-first speech recognition. Batch transcription, streaming, WER, benchmarks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+app.command("gaps")(gaps_command)
+app.command("models")(models_command)
+app.command("wer")(wer_command)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The inference engine: scheduler, model runner, decode families, streaming runtimes."""

@@ -1,0 +1,67 @@
+"""``EngineConfig``: what the executor owns. Family knobs live in the family's options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class EngineConfig:
+    """Engine-level configuration.
+
+    Family-specific knobs do not belong here: they go in the family's options dataclass and
+    arrive through ``decode_options`` (``--decode-option k=v``).
+    """
+
+    model: str = ""
+    device: str = "auto"
+    dtype: str = "auto"  # auto: fp16 on CUDA, fp32 on CPU
+    decode_method: str | None = None  # None: the model's default family
+    decode_options: dict[str, Any] = field(default_factory=dict)
+    # Scheduling.
+    max_batch_size: int = 16
+    schedule_policy: str = "bucket"
+    partition_policy: str = "count"
+    max_offline_pad_ratio: float = 0.3
+    max_batch_frames: int = 0  # frames partition: 0 = unbounded
+    # The tick loop.
+    decode_steps_per_tick: int = 32
+    max_tick_ms: float = 200.0
+    max_decode_slots: int = 256
+    decode_admit_window_ms: float = 0.0
+    max_new_tokens: int = 224
+
+    def validate(self) -> None:
+        if self.max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.decode_steps_per_tick < 1:
+            raise ValueError("decode_steps_per_tick must be >= 1")
+        if self.max_tick_ms <= 0:
+            raise ValueError("max_tick_ms must be > 0")
+        if self.max_decode_slots < 1:
+            raise ValueError("max_decode_slots must be >= 1")
+        if not 0.0 <= self.max_offline_pad_ratio:
+            raise ValueError("max_offline_pad_ratio must be >= 0")
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+
+    def resolve_device(self) -> str:
+        import torch
+
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"--device {self.device}: CUDA is not available on this machine")
+        return self.device
+
+    def resolve_dtype(self, device: str) -> Any:
+        import torch
+
+        names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
+                 "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+        if self.dtype == "auto":
+            return torch.float16 if device.startswith("cuda") else torch.float32
+        if self.dtype not in names:
+            raise ValueError(f"unknown dtype {self.dtype!r}; valid: auto, {', '.join(names)}")
+        return names[self.dtype]

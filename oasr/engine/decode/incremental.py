@@ -1,0 +1,229 @@
+"""``IncrementalArStrategy``: the label-synchronous AR protocol shared by AR families.
+
+The offline executor prefills a micro-batch (``begin_offline``); the strategy parks its rows
+in a decode group and advances every group within a ``StepBudget`` per tick (``advance``),
+retiring finished rows by index selection. A new group is absorbed into one already
+generating when the state says the two can merge: an AR step is weight-read bound, so two
+groups cost about twice one group of the same rows.
+
+Tokens, their log-probabilities and the end flags stay on the device; the host reads the flags
+every ``eos_check_interval`` steps, so a step adds no synchronisation. A family implements
+``prefill_rows`` (prompt + state), ``process_logits`` (suppression), ``eos_id`` and
+``finish_row`` (detokenize).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from oasr.engine.decode.base import DecodeStrategy
+from oasr.engine.decode.sampling import RowSampling, select_next_tokens
+from oasr.engine.request import Request, RequestOutput
+from oasr.engine.step_budget import StepBudget
+
+
+@dataclass
+class ArRow:
+    """Host-side bookkeeping of one request in a decode group."""
+
+    request: Request
+    max_new: int
+    sampling: RowSampling | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GreedyGroup:
+    """Rows decoding together. Device tensors are row-aligned with ``rows``."""
+
+    rows: list[ArRow]
+    state: Any
+    last: torch.Tensor  # (B,) the token each row feeds next
+    out: torch.Tensor  # (B, cap) generated tokens
+    logp: torch.Tensor  # (B, cap) log-probability of each generated token
+    ngen: torch.Tensor  # (B,) tokens generated
+    done: torch.Tensor  # (B,) bool
+    max_new: torch.Tensor  # (B,)
+    since_check: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    def select(self, idx: list[int], decoder: Any) -> GreedyGroup:
+        t = torch.tensor(idx, device=self.last.device)
+        return GreedyGroup(
+            [self.rows[i] for i in idx], decoder.select(self.state, t),
+            self.last[t], self.out[t], self.logp[t], self.ngen[t], self.done[t],
+            self.max_new[t], self.since_check,
+        )
+
+    def merge(self, other: GreedyGroup) -> GreedyGroup:
+        return GreedyGroup(
+            self.rows + other.rows, self.state.merge(other.state),
+            torch.cat([self.last, other.last]), torch.cat([self.out, other.out]),
+            torch.cat([self.logp, other.logp]), torch.cat([self.ngen, other.ngen]),
+            torch.cat([self.done, other.done]), torch.cat([self.max_new, other.max_new]),
+            min(self.since_check, other.since_check),
+        )
+
+
+def trailing_repeats(tokens: list[int], max_period: int = 16) -> tuple[int, int]:
+    """(period, copies) of the most repeated trailing n-gram of ``tokens``."""
+    best = (0, 0)
+    n = len(tokens)
+    for p in range(1, min(max_period, n // 2) + 1):
+        copies = 1
+        while (copies + 1) * p <= n and tokens[n - (copies + 1) * p:n - copies * p] == tokens[n - p:]:
+            copies += 1
+        if copies > 1 and copies * p > best[0] * best[1]:
+            best = (p, copies)
+    return best
+
+
+class IncrementalArStrategy(DecodeStrategy):
+    """Group bookkeeping, the budget loop and row retirement for label-synchronous AR."""
+
+    incremental: ClassVar[bool] = True
+    consumes = "hidden"
+
+    def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
+        super().__init__(model, options, **kwargs)
+        self.groups: list[Any] = []
+        self._finished: list[RequestOutput] = []
+        self._turn = 0
+
+    # -- family hooks ---------------------------------------------------------------------
+    eos_id: int = -1
+
+    def prefill_rows(self, requests: list[Request], enc: torch.Tensor,
+                     enc_lens: torch.Tensor | None) -> tuple[torch.Tensor, Any, list[ArRow]]:
+        raise NotImplementedError
+
+    def process_logits(self, logits: torch.Tensor, first: bool) -> torch.Tensor:
+        return logits
+
+    def finish_row(self, row: ArRow, tokens: list[int], logps: list[float],
+                   finish_reason: str) -> RequestOutput:
+        raise NotImplementedError
+
+    # -- options shared by incremental families -------------------------------------------
+    @property
+    def eos_check_interval(self) -> int:
+        return int(getattr(self.options, "eos_check_interval", 1))
+
+    @property
+    def merge_groups(self) -> bool:
+        return bool(getattr(self.options, "merge_groups", True))
+
+    @property
+    def repetition_guard(self) -> int:
+        return int(getattr(self.options, "repetition_guard", 0))
+
+    # -- the protocol ---------------------------------------------------------------------
+    def begin_offline(self, requests: list[Request], enc: torch.Tensor,
+                      enc_lens: torch.Tensor | None) -> None:
+        logits, state, rows = self.prefill_rows(requests, enc, enc_lens)
+        dev = logits.device
+        b = len(rows)
+        cap = max(r.max_new for r in rows)
+        if self.engine_config is not None:
+            cap = max(cap, self.engine_config.max_new_tokens)
+        group = GreedyGroup(
+            rows, state,
+            last=torch.zeros(b, dtype=torch.long, device=dev),
+            out=torch.zeros(b, cap, dtype=torch.long, device=dev),
+            logp=torch.zeros(b, cap, dtype=torch.float32, device=dev),
+            ngen=torch.zeros(b, dtype=torch.long, device=dev),
+            done=torch.zeros(b, dtype=torch.bool, device=dev),
+            max_new=torch.tensor([r.max_new for r in rows], device=dev),
+        )
+        self._emit(group, logits, first=True)
+        self._absorb(group)
+
+    def advance(self, budget: StepBudget) -> list[RequestOutput]:
+        while self.groups and budget.take():
+            self._turn = (self._turn + 1) % len(self.groups)
+            g = self.groups[self._turn]
+            logits = self.model.decoder.step(g.last, g.state)
+            self._emit(g, logits, first=False)
+            g.since_check += 1
+            if g.since_check >= self.eos_check_interval:
+                self._retire(self._turn)
+        out, self._finished = self._finished, []
+        return out
+
+    def has_pending(self) -> bool:
+        return bool(self.groups) or bool(self._finished)
+
+    @property
+    def active_rows(self) -> int:
+        return sum(g.size for g in self.groups)
+
+    # -- internals ------------------------------------------------------------------------
+    def _emit(self, g: GreedyGroup, logits: torch.Tensor, first: bool) -> None:
+        logits = self.process_logits(logits.float(), first)
+        sampling = {i: r.sampling for i, r in enumerate(g.rows) if r.sampling is not None}
+        tok = select_next_tokens(logits, sampling)
+        tok = torch.where(g.done, torch.full_like(tok, self.eos_id), tok)
+        lp = torch.log_softmax(logits, dim=-1).gather(1, tok[:, None])[:, 0]
+        col = g.ngen.clamp(max=g.out.shape[1] - 1)[:, None]
+        live = ~g.done
+        g.out.scatter_(1, col, torch.where(live, tok, g.out.gather(1, col)[:, 0])[:, None])
+        g.logp.scatter_(1, col, torch.where(live, lp, g.logp.gather(1, col)[:, 0])[:, None])
+        g.ngen += live.long()
+        g.done |= (tok == self.eos_id) | (g.ngen >= g.max_new)
+        g.last = tok
+
+    def _absorb(self, group: GreedyGroup) -> None:
+        if self.merge_groups:
+            for i, g in enumerate(self.groups):
+                if g.state.can_merge(group.state):
+                    self.groups[i] = g.merge(group)
+                    self._retire(i)
+                    return
+        self.groups.append(group)
+        self._retire(len(self.groups) - 1)
+
+    def _retire(self, gi: int) -> None:
+        g = self.groups[gi]
+        g.since_check = 0
+        done = g.done.tolist()
+        guard = self.repetition_guard
+        reasons: dict[int, str] = {}
+        if guard:
+            ngen = g.ngen.tolist()
+            for i, d in enumerate(done):
+                if not d and ngen[i] >= 2 * guard:
+                    period, copies = trailing_repeats(g.out[i, :ngen[i]].tolist())
+                    if copies >= guard and period * copies >= 2 * guard:
+                        done[i] = True
+                        reasons[i] = "repetition"
+        if not any(done):
+            return
+        ngen = g.ngen.tolist()
+        finished = [i for i, d in enumerate(done) if d]
+        toks = g.out[finished].tolist()
+        lps = g.logp[finished].tolist()
+        for j, i in enumerate(finished):
+            n = ngen[i]
+            tokens, logps = toks[j][:n], lps[j][:n]
+            if i in reasons:
+                period, copies = trailing_repeats(tokens)
+                cut = n - (copies - 1) * period
+                tokens, logps = tokens[:cut], logps[:cut]
+                reason = "repetition"
+            elif tokens and tokens[-1] == self.eos_id:
+                tokens, logps = tokens[:-1], logps[:-1]
+                reason = "stop"
+            else:
+                reason = "length"
+            self._finished.append(self.finish_row(g.rows[i], tokens, logps, reason))
+        keep = [i for i, d in enumerate(done) if not d]
+        if keep:
+            self.groups[gi] = g.select(keep, self.model.decoder)
+        else:
+            del self.groups[gi]

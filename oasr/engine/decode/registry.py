@@ -1,0 +1,44 @@
+"""The decode-family axis: ``register_decode_strategy`` / ``build_decode_strategy``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oasr.engine.decode.base import DecodeStrategy
+from oasr.models.interfaces import require_capability
+from oasr.registry import Registry
+
+DECODE_STRATEGIES: Registry[type[DecodeStrategy]] = Registry(
+    "decode strategy", entry_point_group="oasr.decode_strategies"
+)
+
+DECODE_STRATEGIES.register("aed", "oasr.engine.decode.aed:AedDecodeStrategy")
+
+
+def register_decode_strategy(name: str):
+    """Class decorator: register a ``DecodeStrategy`` subclass under ``name``."""
+
+    def decorator(cls: type[DecodeStrategy]) -> type[DecodeStrategy]:
+        if not (isinstance(cls, type) and issubclass(cls, DecodeStrategy)):
+            raise TypeError(f"{cls!r} is not a DecodeStrategy subclass")
+        cls.name = name
+        DECODE_STRATEGIES.register(name, cls)
+        return cls
+
+    return decorator
+
+
+def build_decode_strategy(name: str, model: Any, options: Any = None,
+                          **kwargs: Any) -> DecodeStrategy:
+    """Instantiate family ``name`` for ``model``, checking the model's capability first.
+
+    ``options`` may be the family's options object or a dict of overrides (typed and checked
+    against the family's ``options_cls``); ``kwargs`` (tokenizer, engine_config) pass through.
+    """
+    from oasr.engine.decode.options import resolve_options
+
+    cls = DECODE_STRATEGIES.get(name)
+    require_capability(model, cls.capability or name)
+    if options is None or isinstance(options, dict):
+        options = resolve_options(cls.options_cls, options, kwargs.get("engine_config"))
+    return cls(model, options, **kwargs)

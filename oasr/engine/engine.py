@@ -1,0 +1,170 @@
+"""``ASREngine``: the offline executor's tick loop.
+
+Request -> InputProcessor (features) -> Scheduler (BatchingPolicy + PartitionPolicy)
+-> ModelRunner (encoder) -> OutputProcessor (DecodeStrategy + detokenizer) -> RequestOutput.
+
+A tick admits one scheduled batch (encode + prefill per micro-batch) when decode slots are
+free, then advances the pending decode groups within a ``StepBudget``. A tick that spent its
+whole decode budget does not also admit on the next, bounded by ``_MAX_SKIPPED_ADMITS`` so
+admission cannot starve.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+from oasr.engine.batching import build_batching_policy, build_partition_policy
+from oasr.engine.config import EngineConfig
+from oasr.engine.decode import build_decode_strategy
+from oasr.engine.input_processor import InputProcessor
+from oasr.engine.model_runner import ModelRunner
+from oasr.engine.request import Request, RequestOutput
+from oasr.engine.step_budget import StepBudget
+from oasr.models.loader import LoadedModel
+
+_MAX_SKIPPED_ADMITS = 4
+
+
+class Scheduler:
+    """The waiting queue, a batching policy choosing what runs next and a partition policy."""
+
+    def __init__(self, config: EngineConfig, cost: Any) -> None:
+        self.config = config
+        self.waiting: list[Request] = []
+        self._arrival: dict[int, float] = {}
+        self.batching = build_batching_policy(config.schedule_policy, cost=cost,
+                                              max_pad_ratio=config.max_offline_pad_ratio)
+        self.partition = build_partition_policy(config.partition_policy, cost=cost,
+                                                max_batch_size=config.max_batch_size,
+                                                max_batch_frames=config.max_batch_frames)
+
+    def add(self, request: Request) -> None:
+        self.waiting.append(request)
+        self._arrival[id(request)] = time.perf_counter()
+
+    def oldest_wait_ms(self) -> float:
+        if not self.waiting:
+            return 0.0
+        return (time.perf_counter() - self._arrival[id(self.waiting[0])]) * 1000.0
+
+    def schedule(self, max_rows: int) -> list[list[Request]]:
+        chosen = self.batching.select(self.waiting, min(max_rows, self.config.max_batch_size))
+        for r in chosen:
+            self._arrival.pop(id(r), None)
+        return self.partition.partition(chosen) if chosen else []
+
+
+class ASREngine:
+    """Offline speech recognition over a stream of requests."""
+
+    def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
+        config.validate()
+        if loaded is None:
+            from oasr.models.loader import load_pretrained
+
+            loaded = load_pretrained(config.model or None)
+        self.config = config
+        self.loaded = loaded
+        device = config.resolve_device()
+        dtype = config.resolve_dtype(device)
+        self.runner = ModelRunner(loaded.model, device, dtype)
+        self.model = self.runner.model
+        self.tokenizer = loaded.tokenizer
+        self.inputs = InputProcessor(loaded.feature_config, device)
+        self.decode_method = config.decode_method or self.model.default_decode_type
+        self.strategy = build_decode_strategy(
+            self.decode_method, self.model, config.decode_options,
+            tokenizer=self.tokenizer, engine_config=config,
+        )
+        self.scheduler = Scheduler(config, self.inputs.cost)
+        self._skipped_admits = 0
+        self._budget_spent = False
+        self._ready: list[RequestOutput] = []
+
+    @property
+    def sample_rate(self) -> int:
+        return self.inputs.sample_rate
+
+    # -- admission ------------------------------------------------------------------------
+    def add_request(self, request: Request) -> None:
+        """Validate at admission (raises ``ValueError`` naming the problem) and queue."""
+        self.inputs.check(request)
+        self.strategy.validate_options(request.decoding)
+        self.scheduler.add(request)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.scheduler.waiting) or self.strategy.has_pending() or bool(self._ready)
+
+    def _should_admit(self) -> bool:
+        waiting = self.scheduler.waiting
+        if not waiting:
+            return False
+        if self.config.max_decode_slots - self.strategy.active_rows <= 0:
+            return False
+        pending = self.strategy.has_pending()
+        if not pending:
+            return True
+        if self._budget_spent and self._skipped_admits < _MAX_SKIPPED_ADMITS:
+            self._skipped_admits += 1
+            return False
+        window = self.config.decode_admit_window_ms
+        if (window > 0 and len(waiting) < self.config.max_batch_size
+                and self.scheduler.oldest_wait_ms() < window):
+            return False
+        return True
+
+    @torch.inference_mode()
+    def _admit(self) -> None:
+        free = self.config.max_decode_slots - self.strategy.active_rows
+        for micro in self.scheduler.schedule(free):
+            feats, lens = self.inputs(micro)
+            enc = self.runner.encode(feats, lens)
+            enc_lens = None  # Whisper reads its whole window; per-row lens for other families
+            if self.strategy.incremental:
+                self.strategy.begin_offline(micro, enc, enc_lens)
+            else:
+                self._ready += self.strategy.decode_offline(enc, lens, micro)
+        self._skipped_admits = 0
+
+    # -- the tick -------------------------------------------------------------------------
+    @torch.inference_mode()
+    def step(self) -> list[RequestOutput]:
+        """One tick: maybe admit a batch, then advance decoding within the budget."""
+        if self._should_admit():
+            self._admit()
+        out, self._ready = self._ready, []
+        if self.strategy.incremental and self.strategy.has_pending():
+            budget = StepBudget.for_tick(self.config.decode_steps_per_tick,
+                                         self.config.max_tick_ms)
+            out += self.strategy.advance(budget)
+            self._budget_spent = budget.taken >= budget.max_steps
+        return out
+
+    def run(self, requests: Iterable[Request], lookahead: int | None = None
+            ) -> Iterator[RequestOutput]:
+        """Decode ``requests`` (consumed lazily), yielding outputs as they finish.
+
+        A request refused at admission comes back as an output with ``error`` set.
+        """
+        lookahead = lookahead or 4 * self.config.max_batch_size
+        it = iter(requests)
+        exhausted = False
+        while True:
+            while not exhausted and len(self.scheduler.waiting) < lookahead:
+                req = next(it, None)
+                if req is None:
+                    exhausted = True
+                    break
+                try:
+                    self.add_request(req)
+                except ValueError as exc:
+                    yield RequestOutput(req.request_id, error=str(exc), metadata=req.metadata)
+            if not self.has_unfinished():
+                if exhausted:
+                    return
+                continue
+            yield from self.step()

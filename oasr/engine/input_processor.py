@@ -1,0 +1,60 @@
+"""InputProcessor: request audio -> padded waveforms -> features, on the engine's device."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from oasr.engine.request import Request
+from oasr.features import FeatureConfig, build_extractor
+
+
+class InputProcessor:
+    """Batches request audio and runs the configured frontend.
+
+    Audio is staged in pinned host memory on CUDA so the upload is asynchronous.
+    """
+
+    def __init__(self, feature_config: FeatureConfig, device: torch.device | str) -> None:
+        self.config = feature_config
+        self.spec = build_extractor(feature_config)
+        self.device = torch.device(device)
+        self.window_samples: int | None = None
+        secs = feature_config.fixed_window_seconds
+        if secs is not None:
+            self.window_samples = int(round(secs * feature_config.sample_rate))
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.sample_rate
+
+    def cost(self, request: Request) -> int:
+        """Frames a request's forward costs: the fixed window for fixed-window frontends."""
+        n = request.num_samples if self.window_samples is None else self.window_samples
+        hop = self.config.sample_rate * self.config.frame_shift_ms / 1000.0
+        return int(np.ceil(n / hop))
+
+    def check(self, request: Request) -> None:
+        """Refuse audio this frontend cannot serve whole, at admission."""
+        if request.num_samples == 0:
+            raise ValueError(f"request {request.request_id}: the audio is empty")
+        if self.window_samples is not None and request.num_samples > self.window_samples:
+            raise ValueError(
+                f"request {request.request_id}: {request.num_samples / self.sample_rate:.1f} s "
+                f"exceeds the model's {self.window_samples / self.sample_rate:.0f} s window; cut "
+                "long recordings into windows (oasr transcribe does this)"
+            )
+
+    def __call__(self, requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> features (B, T', F) fp32 and their lengths (B,), on the engine's device."""
+        lengths = [r.num_samples for r in requests]
+        width = max(lengths) if self.window_samples is None else self.window_samples
+        pin = self.device.type == "cuda"
+        wav = torch.zeros(len(requests), width, dtype=torch.float32, pin_memory=pin)
+        for i, r in enumerate(requests):
+            n = min(r.num_samples, width)
+            wav[i, :n] = torch.from_numpy(np.ascontiguousarray(r.audio[:n], dtype=np.float32))
+        lens = torch.tensor(lengths, dtype=torch.int64)
+        wav = wav.to(self.device, non_blocking=pin)
+        lens = lens.to(self.device, non_blocking=pin)
+        return self.spec.fn(wav, lens, self.config)

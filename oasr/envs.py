@@ -1,0 +1,50 @@
+"""Every environment variable OASR reads, typed and documented in one place.
+
+Read through the accessors below rather than ``os.environ`` so the set stays small and
+discoverable (``oasr gaps`` prints the values in force).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str
+    doc: str
+
+    def get(self) -> str:
+        return os.environ.get(self.name, self.default)
+
+
+OASR_LAYERS_BACKEND = EnvVar(
+    "OASR_LAYERS_BACKEND",
+    "oasr",
+    "Layer backend: 'oasr' (kernels, declared gaps) or 'torch' (plain torch everywhere; the "
+    "CPU oracles and the 'is it the kernels' A/B). There is no auto.",
+)
+OASR_CACHE_DIR = EnvVar(
+    "OASR_CACHE_DIR",
+    str(Path.home() / ".cache" / "oasr"),
+    "Where converted bundles of packaged models and JIT-compiled kernels are cached.",
+)
+
+ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR)
+
+
+def layers_backend() -> str:
+    value = OASR_LAYERS_BACKEND.get().strip().lower()
+    if value not in ("oasr", "torch"):
+        raise ValueError(
+            f"OASR_LAYERS_BACKEND={value!r} is not a backend; use 'oasr' or 'torch' "
+            "(there is no 'auto')"
+        )
+    return value
+
+
+def cache_dir() -> Path:
+    return Path(OASR_CACHE_DIR.get()).expanduser()

@@ -1,0 +1,90 @@
+"""Feature-frontend declarations: ``ExtractorSpec``, ``StreamingFraming``, ``FeatureConfig``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StreamingFraming:
+    """The frontend's frame grid for streaming, in samples.
+
+    span: samples one frame reads; hop: samples between frames; history: samples kept from the
+    previous chunk; prefill: samples needed before the first frame.
+    """
+
+    span: int
+    hop: int
+    history: int = 0
+    prefill: int = 0
+
+
+@dataclass(frozen=True)
+class ExtractorSpec:
+    """One feature frontend.
+
+    fn: ``(waveforms (B, T) fp32, lengths (B,), FeatureConfig) -> (feats (B, T', F), lens (B,))``.
+    framing: the streaming frame grid; ``None`` means the frontend cannot stream (it normalizes
+        over a fixed window), which is what ``supports_streaming`` derives from.
+    window_seconds_attr: the ``FeatureConfig`` field holding a fixed input window, for
+        frontends where every row costs the same whatever its length.
+    defaults: values of ``FeatureConfig.params`` keys a config may omit.
+    """
+
+    kind: str
+    fn: Callable[..., Any]
+    framing: StreamingFraming | None = None
+    window_seconds_attr: str | None = None
+    streaming_fn: Callable[..., Any] | None = None
+    doc: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def supports_streaming(self) -> bool:
+        return self.framing is not None
+
+
+@dataclass
+class FeatureConfig:
+    """A materialized frontend configuration; ``feature_type`` names a registered extractor."""
+
+    feature_type: str
+    sample_rate: int = 16000
+    num_mel_bins: int = 80
+    frame_shift_ms: float = 10.0
+    frame_length_ms: float = 25.0
+    lfr_n: int = 1
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from oasr.features import EXTRACTORS
+
+        if self.feature_type not in EXTRACTORS:
+            # Raises naming the registered kinds.
+            EXTRACTORS.get(self.feature_type)
+
+    @property
+    def spec(self) -> ExtractorSpec:
+        from oasr.features import EXTRACTORS
+
+        return EXTRACTORS.get(self.feature_type)
+
+    @property
+    def fixed_window_seconds(self) -> float | None:
+        attr = self.spec.window_seconds_attr
+        if attr is None:
+            return None
+        if attr in self.params:
+            return float(self.params[attr])
+        if attr in self.spec.defaults:
+            return float(self.spec.defaults[attr])
+        return float(getattr(self, attr))
+
+    @property
+    def fixed_window_frames(self) -> int | None:
+        secs = self.fixed_window_seconds
+        if secs is None:
+            return None
+        return int(round(secs * 1000.0 / self.frame_shift_ms))

@@ -1,0 +1,423 @@
+"""The output of ``oasr transcribe``: crash-safe, resumable, one row per input row.
+
+Rows are buffered and every ``flush_rows`` rows written as one Parquet part file into
+``<out>.parts/`` (tmp file + ``os.replace``, so a part is whole or absent even after SIGKILL).
+``close()`` merges the previous final output (if any) and all parts into ``<out>.tmp-<pid>``,
+keeping the newest row of each id, and renames it over ``<out>``; only then are the parts
+removed. A crash at any point leaves either the old output or the new one, plus parts that a
+rerun folds in: ``done_ids()`` tells the engine what to skip.
+
+Parts are Parquet whatever the final format: they keep types, and the merge streams them in
+record batches, so memory holds the id table, not the rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import math
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from oasr.io.schema import OUTPUT_COLUMNS, conform_table, output_schema, unify_schemas
+
+__all__ = ["FORMATS", "OutputError", "OutputRow", "OutputWriter", "resolve_output_path"]
+
+FORMATS = ("parquet", "jsonl", "txt")
+_EXTENSIONS = {"parquet": ".parquet", "jsonl": ".jsonl", "txt": ".txt"}
+_PART_PREFIX = "part-"
+# Rows per Parquet row group in the final file: parts are small (flush_rows), the merged file
+# should not inherit their tiny row groups.
+ROW_GROUP_ROWS = 2048
+_ERROR_PREFIX = "ERROR: "
+_SRC_BITS = 40
+
+
+class OutputError(RuntimeError):
+    """The output cannot be written or an existing one cannot be resumed from."""
+
+
+@dataclass
+class OutputRow:
+    """One finished row. ``words``: dicts with word/start/end/confidence (seconds from the start
+    of the recording); ``segments``: dicts with start/end/text; ``error`` None when fine."""
+
+    id: str
+    text: str | None = None
+    words: list[dict[str, Any]] | None = None
+    segments: list[dict[str, Any]] | None = None
+    confidence: float | None = None
+    duration: float | None = None
+    language: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    passthrough: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_output_path(
+    out: str, inputs: list[str], fmt: str, shard: tuple[int, int] | None = None
+) -> Path:
+    """``out`` itself, or, when ``out`` is a folder (exists, or ends with a separator),
+    ``<out>/<name>.<ext>``: name = the stem of a single input file, the name of a single input
+    folder, else ``transcripts``; ``.shard-i-of-n`` added when sharding so the processes of one
+    run do not share a file. A name that would overwrite an input gets ``.oasr`` added."""
+    if fmt not in _EXTENSIONS:
+        raise OutputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    is_dir = out.endswith(("/", os.sep)) or Path(out).is_dir()
+    if not is_dir:
+        return Path(out)
+    name = "transcripts"
+    if len(inputs) == 1:
+        single = Path(inputs[0])
+        if single.is_file():
+            name = single.stem
+        elif single.is_dir():
+            name = single.resolve().name or name
+    if shard is not None:
+        name += f".shard-{shard[0]}-of-{shard[1]}"
+    path = Path(out) / f"{name}{_EXTENSIONS[fmt]}"
+    taken = {os.path.abspath(p) for p in inputs}
+    if os.path.abspath(path) in taken:
+        path = path.with_name(f"{name}.oasr{_EXTENSIONS[fmt]}")
+    return path
+
+
+def _jsonable(value: Any) -> Any:
+    """A value json.dumps writes as strict JSON (NaN -> null, bytes -> base64, dates -> ISO)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    return str(value)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n")).replace("\t", " ").replace("\r", " ")
+
+
+def _txt_line(row: dict[str, Any]) -> str:
+    body = _ERROR_PREFIX + row["error"] if row.get("error") else (row.get("text") or "")
+    return f"{_one_line(str(row['id']))}\t{_one_line(body)}\n"
+
+
+def _fsync_replace(tmp: Path, final: Path) -> None:
+    os.replace(tmp, final)
+    try:
+        fd = os.open(final.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the rename itself has happened
+    finally:
+        os.close(fd)
+
+
+class OutputWriter:
+    """Writes :class:`OutputRow` s to ``path`` in ``fmt``; see the module docstring.
+
+    ``metadata`` becomes the Parquet file's key-value metadata (and each part's).
+    ``passthrough_schema`` (from :func:`oasr.io.manifest.passthrough_schema`) keeps the
+    manifest's exact passthrough types; without it types are inferred per part.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        fmt: str = "parquet",
+        metadata: dict[str, str] | None = None,
+        retry_errors: bool = False,
+        flush_rows: int = 64,
+        passthrough_schema: pa.Schema | None = None,
+    ) -> None:
+        if fmt not in FORMATS:
+            raise OutputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        if flush_rows < 1:
+            raise OutputError(f"flush_rows must be >= 1, got {flush_rows}")
+        self.path = Path(path)
+        self.fmt = fmt
+        self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+        self.retry_errors = retry_errors
+        self.flush_rows = flush_rows
+        self.passthrough_schema = passthrough_schema
+        output_schema(passthrough_schema)  # refuses colliding names now, not at the first flush
+        self.parts_dir = Path(f"{self.path}.parts")
+        self._buffer: list[OutputRow] = []
+        self._next_part: int | None = None
+        self._closed = False
+
+    # -------------------------------------------------------------- reading what exists
+
+    def _parts(self) -> list[Path]:
+        if not self.parts_dir.is_dir():
+            return []
+        found = []
+        for p in self.parts_dir.iterdir():
+            stem = p.name[len(_PART_PREFIX) : -len(".parquet")]
+            if p.name.startswith(_PART_PREFIX) and p.name.endswith(".parquet") and stem.isdigit():
+                found.append((int(stem), p))
+        return [p for _, p in sorted(found)]
+
+    def _final_records(self) -> Iterator[tuple[str, bool, str | None]]:
+        """(id, has error, verbatim line or None) of each row of the existing final output."""
+        if not self.path.is_file():
+            return
+        label = f"existing output {self.path}"
+        if self.fmt == "parquet":
+            try:
+                pf = pq.ParquetFile(self.path)
+                for batch in pf.iter_batches(columns=["id", "error"]):
+                    ids, errors = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+                    for i, e in zip(ids, errors, strict=True):
+                        yield i, e is not None, None
+            except (pa.ArrowException, KeyError) as exc:
+                raise OutputError(
+                    f"{label} is not an oasr Parquet output ({exc}); remove it or "
+                    f"choose another output path"
+                ) from exc
+            return
+        with open(self.path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                if not line.endswith("\n"):
+                    line += "\n"
+                if self.fmt == "txt":
+                    row_id, _, body = line.rstrip("\n").partition("\t")
+                    yield row_id, body.startswith(_ERROR_PREFIX), line
+                    continue
+                try:
+                    obj = json.loads(line)
+                    yield str(obj["id"]), obj.get("error") is not None, line
+                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                    raise OutputError(
+                        f"{label} line {number} is not an oasr JSONL row ({exc}); "
+                        f"remove it or choose another output path"
+                    ) from exc
+
+    def _part_records(self, part: Path) -> Iterator[tuple[str, bool]]:
+        try:
+            table = pq.read_table(part, columns=["id", "error"])
+        except pa.ArrowException as exc:
+            raise OutputError(
+                f"unreadable part {part} ({exc}); remove it to redo its rows"
+            ) from exc
+        ids, errors = table.column(0).to_pylist(), table.column(1).to_pylist()
+        for i, e in zip(ids, errors, strict=True):
+            yield i, e is not None
+
+    def done_ids(self) -> set[str]:
+        """Ids finished by an earlier run (final output and leftover parts) or by this writer;
+        an id whose newest row is an error counts as not done when ``retry_errors``."""
+        state: dict[str, bool] = {}
+        for row_id, has_error, _ in self._final_records():
+            state[row_id] = has_error
+        for part in self._parts():
+            for row_id, has_error in self._part_records(part):
+                state[row_id] = has_error
+        for row in self._buffer:
+            state[row.id] = row.error is not None
+        return {i for i, err in state.items() if not (err and self.retry_errors)}
+
+    def previous_metadata(self) -> dict[str, str] | None:
+        """The metadata an earlier run recorded (newest part, else the final Parquet file), to
+        warn when resuming with another model or options; None when there is none."""
+        parts = self._parts()
+        if parts:
+            source: Path | None = parts[-1]
+        elif self.fmt == "parquet" and self.path.is_file():
+            source = self.path
+        else:
+            return None
+        raw = pq.read_schema(source).metadata or {}
+        return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"ARROW:")}
+
+    # -------------------------------------------------------------- writing
+
+    def write(self, row: OutputRow) -> None:
+        """Buffer ``row``; every ``flush_rows`` rows become one part file."""
+        if self._closed:
+            raise OutputError(f"writer for {self.path} is closed")
+        self._buffer.append(row)
+        if len(self._buffer) >= self.flush_rows:
+            self.flush()
+
+    def _rows_to_table(self, rows: list[OutputRow]) -> pa.Table:
+        schema_fields = list(output_schema(None))
+        arrays = [
+            pa.array([getattr(r, sf.name) for r in rows], type=sf.type) for sf in schema_fields
+        ]
+        names: dict[str, None] = {}
+        for r in rows:
+            names.update(dict.fromkeys(r.passthrough))
+        known = self.passthrough_schema
+        for name in names:
+            values = [r.passthrough.get(name) for r in rows]
+            declared = known.field(name).type if known is not None and name in known.names else None
+            try:
+                arr = pa.array(values, type=declared)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                # Mixed Python types in one JSONL column: keep them as JSON text.
+                arr = pa.array(
+                    [None if v is None else json.dumps(_jsonable(v)) for v in values],
+                    type=pa.string(),
+                )
+            schema_fields.append(pa.field(name, arr.type))
+            arrays.append(arr)
+        schema = output_schema(pa.schema(schema_fields[len(OUTPUT_COLUMNS) :]))
+        return pa.Table.from_arrays(arrays, schema=schema.with_metadata(self.metadata))
+
+    def flush(self) -> None:
+        """Write the buffered rows as the next part file (atomically)."""
+        if not self._buffer:
+            return
+        table = self._rows_to_table(self._buffer)
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        if self._next_part is None:
+            existing = self._parts()
+            self._next_part = int(existing[-1].name[len(_PART_PREFIX) : -8]) + 1 if existing else 1
+        final = self.parts_dir / f"{_PART_PREFIX}{self._next_part:06d}.parquet"
+        tmp = self.parts_dir / f".{final.name}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                pq.write_table(table, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._next_part += 1
+        self._buffer.clear()
+
+    def abort(self) -> None:
+        """Flush the buffer as a part and stop, without merging: a rerun resumes from parts."""
+        if not self._closed:
+            self.flush()
+            self._closed = True
+
+    def close(self) -> None:
+        """Merge the earlier output and all parts into ``path`` atomically; remove the parts."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        parts = self._parts()
+        if not parts and self.path.is_file():
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        try:
+            with open(
+                tmp,
+                "wb" if self.fmt == "parquet" else "w",
+                **({} if self.fmt == "parquet" else {"encoding": "utf-8"}),
+            ) as f:
+                self._merge(parts, f)
+                f.flush()
+                os.fsync(f.fileno())
+            _fsync_replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        shutil.rmtree(self.parts_dir, ignore_errors=True)
+
+    def __enter__(self) -> OutputWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    # -------------------------------------------------------------- merging
+
+    def _winners(self, parts: list[Path]) -> dict[str, int]:
+        """id -> (source << _SRC_BITS | row) of its newest row; source 0 is the final file."""
+        winners: dict[str, int] = {}
+        for k, (row_id, _, _) in enumerate(self._final_records()):
+            winners[row_id] = k
+        for s, part in enumerate(parts, start=1):
+            for k, (row_id, _) in enumerate(self._part_records(part)):
+                winners[row_id] = (s << _SRC_BITS) | k
+        return winners
+
+    def _part_batches(self, parts: list[Path], winners: dict[str, int]) -> Iterator[pa.Table]:
+        """Each part's rows that survive deduplication, as tables."""
+        for s, part in enumerate(parts, start=1):
+            table = pq.read_table(part)
+            ids = table.column("id").to_pylist()
+            mask = [winners[i] == ((s << _SRC_BITS) | k) for k, i in enumerate(ids)]
+            kept = table.filter(pa.array(mask, type=pa.bool_()))
+            if kept.num_rows:
+                yield kept
+
+    def _merge(self, parts: list[Path], f: IO[Any]) -> None:
+        winners = self._winners(parts)
+        if self.fmt == "parquet":
+            self._merge_parquet(parts, winners, f)
+            return
+        for k, (row_id, _, line) in enumerate(self._final_records()):
+            if winners[row_id] == k:
+                f.write(line)
+        for table in self._part_batches(parts, winners):
+            for row in table.to_pylist():
+                if self.fmt == "jsonl":
+                    f.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+                else:
+                    f.write(_txt_line(row))
+
+    def _merge_parquet(self, parts: list[Path], winners: dict[str, int], f: IO[Any]) -> None:
+        schemas = [pq.read_schema(p) for p in parts]
+        if self.path.is_file():
+            schemas.insert(0, pq.read_schema(self.path))
+        if self.passthrough_schema is not None:
+            schemas.insert(0, output_schema(self.passthrough_schema))
+        schema = unify_schemas(schemas, metadata=self.metadata)
+        pending: list[pa.Table] = []
+        rows = 0
+        with pq.ParquetWriter(f, schema) as writer:
+
+            def emit(table: pa.Table) -> None:
+                # Whole row groups of ROW_GROUP_ROWS go out; the remainder waits for more rows.
+                nonlocal rows
+                pending.append(conform_table(table, schema))
+                rows += table.num_rows
+                if rows >= ROW_GROUP_ROWS:
+                    merged = pa.concat_tables(pending)
+                    whole = rows - rows % ROW_GROUP_ROWS
+                    writer.write_table(merged.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
+                    pending[:] = [merged.slice(whole)]
+                    rows -= whole
+
+            if self.path.is_file():
+                start = 0
+                for batch in pq.ParquetFile(self.path).iter_batches(batch_size=ROW_GROUP_ROWS):
+                    ids = batch.column("id").to_pylist()
+                    mask = [winners[i] == start + k for k, i in enumerate(ids)]
+                    start += batch.num_rows
+                    kept = pa.Table.from_batches([batch]).filter(pa.array(mask, type=pa.bool_()))
+                    if kept.num_rows:
+                        emit(kept)
+            for table in self._part_batches(parts, winners):
+                emit(table)
+            if pending:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+            elif not winners:
+                writer.write_table(schema.empty_table())

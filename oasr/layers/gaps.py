@@ -1,0 +1,73 @@
+"""The declared kernel gaps: in-scope calls (CUDA, fp16/bf16) that no OASR kernel serves yet.
+
+Each names the kernel that is missing and the layer that will close it. A gap is removed in
+the commit that lands its kernel; ``oasr gaps`` counts the calls that went through each.
+"""
+
+from __future__ import annotations
+
+from oasr.layers._backend import KernelGap, declare_gap
+
+GEMM = declare_gap(KernelGap(
+    "gemm",
+    "no OASR GEMM kernel: Linear, Column/RowParallelLinear, LinearActivation and PointwiseConv1d "
+    "run cuBLAS through torch, with unfused epilogues",
+    "a GEMM with fused bias/activation epilogues in csrc/gemm, routed by oasr.layers.linear",
+))
+NORM = declare_gap(KernelGap(
+    "norm",
+    "no fused normalization kernel: LayerNorm, RMSNorm, BiasNorm and the Add* residual forms "
+    "run as separate torch ops",
+    "a fused residual-add + norm kernel in csrc/norm, routed by oasr.layers.norm",
+))
+FMHA = declare_gap(KernelGap(
+    "fmha",
+    "no fused attention kernel: Attention runs torch SDPA with a materialized key mask",
+    "a fused (paged) attention kernel taking kv_lens/kv_starts, routed by oasr.layers.attention",
+))
+MASKED_SOFTMAX = declare_gap(KernelGap(
+    "masked-softmax",
+    "no one-pass masked softmax: MaskedSoftmax runs add + masked_fill + softmax in torch",
+    "a fused bias + two-mask softmax kernel, routed by oasr.layers.softmax",
+))
+CONV1D = declare_gap(KernelGap(
+    "conv1d",
+    "no BTC-native conv kernel: Conv1d/DepthwiseConv1d transpose to BCT around torch conv1d",
+    "a BTC depthwise/dense conv1d kernel with fused masked residual, routed by oasr.layers.conv",
+))
+CONV2D = declare_gap(KernelGap(
+    "conv2d",
+    "no NHWC conv2d kernel: Conv2d/Conv2dActivation permute to NCHW around torch conv2d",
+    "an NHWC direct/implicit-GEMM conv2d kernel, routed by oasr.layers.conv",
+))
+AVG_POOL1D = declare_gap(KernelGap(
+    "avg-pool1d",
+    "no BTC avg_pool1d kernel: AvgPool1d transposes to BCT around torch avg_pool1d",
+    "a BTC pooling kernel, routed by oasr.layers.pooling",
+))
+RNN = declare_gap(KernelGap(
+    "rnn",
+    "no fused recurrent kernel: LSTM/RNN run a per-step torch formula loop",
+    "a fused persistent LSTM/RNN inference kernel, routed by oasr.layers.rnn",
+))
+ROTARY = declare_gap(KernelGap(
+    "rotary",
+    "no fused rotary kernel: rotary embeddings run as torch elementwise ops",
+    "a fused in-place rotary kernel, routed by oasr.layers.rotary",
+))
+EMBEDDING = declare_gap(KernelGap(
+    "embedding",
+    "no OASR embedding gather: Embedding runs torch's index_select",
+    "an embedding gather kernel (worth it only fused with the first norm), oasr.layers.embedding",
+))
+ACTIVATION = declare_gap(KernelGap(
+    "activation",
+    "no fused activation kernels: Gelu/Relu/Sigmoid/Tanh/SwooshL/SwooshR/Glu run torch "
+    "elementwise ops",
+    "elementwise activation kernels, routed by oasr.layers.activation",
+))
+BMM = declare_gap(KernelGap(
+    "bmm",
+    "no OASR batched GEMM: oasr.layers.matmul.bmm runs torch.bmm",
+    "a batched GEMM kernel, routed by oasr.layers.matmul",
+))

@@ -1,0 +1,22 @@
+"""Routed batched matrix multiply, for models that multiply activations by activations inline."""
+
+from __future__ import annotations
+
+import torch
+
+from oasr.layers import gaps
+from oasr.layers._backend import select_kernel
+
+__all__ = ["bmm"]
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` per batch entry. a: (N, M, K), b: (N, K, P) -> (N, M, P).
+
+    Same contract as ``torch.bmm`` (3-D operands, equal batch, same dtype); routed so a kernel
+    can serve in-scope calls and ``OASR_LAYERS_BACKEND=torch`` is honoured.
+    """
+    kernel = select_kernel("bmm", a, b, gap=gaps.BMM.id)
+    if kernel is not None:
+        return kernel(a, b)
+    return torch.bmm(a, b)

@@ -1,0 +1,275 @@
+"""Recurrent layers: LSTM and the Elman RNN (tanh or ReLU), with PyTorch's parameter names.
+
+Parameters are named and shaped exactly as in nn.LSTM / nn.RNN (``weight_ih_l{k}``
+(G*H, in), ``weight_hh_l{k}`` (G*H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}`` (G*H,), with a
+``_reverse`` suffix for the backward direction; G = 4 for LSTM in gate order i, f, g, o, 1 for
+RNN), so their state_dicts load unchanged.
+
+The torch path is the recurrence written out step by step (one input GEMM per layer and
+direction, then a loop over time), deliberately not torch's fused cuDNN/_VF call: it is the
+formula-level oracle a fused kernel is checked against, on CPU and in fp32.
+
+Variable lengths follow packed-sequence semantics without packing: a padded step does not
+advance the state, its output is zero, and each row's final state is the state at its own
+length (for the backward direction: after step 0, having started at step ``len - 1``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from oasr.layers import gaps
+from oasr.layers._backend import select_kernel
+
+__all__ = ["LSTM", "RNN"]
+
+_GATES = {"lstm": 4, "rnn_tanh": 1, "rnn_relu": 1}
+
+Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]
+
+
+def _cell(
+    mode: str, gates: torch.Tensor, c: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One step's nonlinearity. gates: (B, G*H) = x W_ih^T + b_ih + h W_hh^T + b_hh."""
+    if mode == "lstm":
+        i, f, g, o = gates.chunk(4, dim=-1)
+        assert c is not None
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c_new), c_new
+    if mode == "rnn_tanh":
+        return torch.tanh(gates), None
+    return torch.relu(gates), None
+
+
+def _run_direction(
+    mode: str,
+    x: torch.Tensor,
+    weights: Weights,
+    h: torch.Tensor,
+    c: torch.Tensor | None,
+    valid: torch.Tensor | None,
+    reverse: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """One layer, one direction. x: (B, T, in) -> out (B, T, H), final h (B, H), c (B, H)."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    xw = F.linear(x, w_ih, b_ih)  # (B, T, G*H): the input half of every step in one GEMM
+    if b_hh is not None:
+        xw = xw + b_hh
+    t_len = x.shape[1]
+    ys: list[torch.Tensor] = [h] * t_len
+    for t in (reversed(range(t_len)) if reverse else range(t_len)):
+        h_new, c_new = _cell(mode, xw[:, t] + F.linear(h, w_hh), c)
+        if valid is None:
+            h, c, ys[t] = h_new, c_new, h_new
+        else:
+            keep = valid[:, t, None]  # (B, 1): padded steps leave the state where it was
+            h = torch.where(keep, h_new, h)
+            if c is not None:
+                c = torch.where(keep, c_new, c)
+            ys[t] = h_new.masked_fill(~keep, 0.0)
+    out = torch.stack(ys, dim=1) if t_len else x.new_zeros(x.shape[0], 0, h.shape[-1])
+    return out, h, c
+
+
+class _Recurrent(nn.Module):
+    mode = "lstm"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        bidirectional: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.bidirectional = bidirectional
+        self.num_directions = 2 if bidirectional else 1
+        g = _GATES[self.mode] * hidden_size
+        self._weight_names: list[tuple[str, str, str | None, str | None]] = []
+        for layer in range(num_layers):
+            in_size = input_size if layer == 0 else hidden_size * self.num_directions
+            for direction in range(self.num_directions):
+                sfx = f"_l{layer}" + ("_reverse" if direction else "")
+                names = (f"weight_ih{sfx}", f"weight_hh{sfx}",
+                         f"bias_ih{sfx}" if bias else None, f"bias_hh{sfx}" if bias else None)
+                shapes = ((g, in_size), (g, hidden_size), (g,), (g,))
+                for name, shape in zip(names, shapes, strict=True):
+                    if name is not None:
+                        p = torch.empty(shape, device=device, dtype=dtype)
+                        self.register_parameter(name, nn.Parameter(p))
+                self._weight_names.append(names)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    @property
+    def all_weights(self) -> list[Weights]:
+        """(w_ih, w_hh, b_ih, b_hh) per (layer, direction), layer-major as torch orders h_n."""
+        return [
+            tuple(None if n is None else getattr(self, n) for n in names)  # type: ignore[misc]
+            for names in self._weight_names
+        ]
+
+    def _initial(self, x: torch.Tensor, h0: torch.Tensor | None) -> torch.Tensor:
+        shape = (self.num_layers * self.num_directions, x.shape[0], self.hidden_size)
+        if h0 is None:
+            return x.new_zeros(shape)
+        if tuple(h0.shape) != shape:
+            raise ValueError(f"initial state has shape {tuple(h0.shape)}, expected {shape}")
+        return h0
+
+    def _run(
+        self,
+        x: torch.Tensor,
+        h0: torch.Tensor | None,
+        c0: torch.Tensor | None,
+        lengths: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Batch-first torch path. x: (B, T, in) -> (B, T, D*H), h_n and c_n (L*D, B, H)."""
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"input has {x.shape[-1]} features, expected {self.input_size}")
+        h0 = self._initial(x, h0)
+        c0 = self._initial(x, c0) if self.mode == "lstm" else None
+        valid = None
+        if lengths is not None:
+            steps = torch.arange(x.shape[1], device=x.device)
+            valid = steps < lengths.to(x.device).reshape(-1, 1)  # (B, T)
+        weights = self.all_weights
+        layer_in = x
+        h_n: list[torch.Tensor] = []
+        c_n: list[torch.Tensor] = []
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(self.num_directions):
+                idx = layer * self.num_directions + direction
+                out, h, c = _run_direction(
+                    self.mode, layer_in, weights[idx], h0[idx],
+                    None if c0 is None else c0[idx], valid, reverse=direction == 1,
+                )
+                outs.append(out)
+                h_n.append(h)
+                if c is not None:
+                    c_n.append(c)
+            layer_in = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
+        return layer_in, torch.stack(h_n), torch.stack(c_n) if c_n else None
+
+    def _route(
+        self,
+        x: torch.Tensor,
+        h0: torch.Tensor | None,
+        c0: torch.Tensor | None,
+        lengths: torch.Tensor | None,
+        native: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        if not self.batch_first:
+            x = x.transpose(0, 1)
+        kernel = None if native else select_kernel(self.mode, x, gap=gaps.RNN.id)
+        if kernel is not None:
+            y, h, c = kernel(x, h0, c0, lengths, self.all_weights, self.mode)
+        else:
+            y, h, c = self._run(x, h0, c0, lengths)
+        if not self.batch_first:
+            y = y.transpose(0, 1)
+        return y, h, c
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+            f"bias={self.bias}, batch_first={self.batch_first}, "
+            f"bidirectional={self.bidirectional}"
+        )
+
+
+class LSTM(_Recurrent):
+    """Multi-layer, optionally bidirectional LSTM; nn.LSTM's parameters and return structure.
+
+    x: (B, T, in) (or (T, B, in) with ``batch_first=False``); ``hx = (h0, c0)``, each
+    (L*D, B, H); ``lengths`` (B,) int in [0, T]. Returns ``(output, (h_n, c_n))`` with output
+    (B, T, D*H), zero at padded steps, and h_n/c_n (L*D, B, H) ordered layer-major.
+    """
+
+    mode = "lstm"
+
+    def forward_native(
+        self,
+        x: torch.Tensor,
+        hx: tuple[torch.Tensor, torch.Tensor] | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        h0, c0 = (None, None) if hx is None else hx
+        y, h, c = self._route(x, h0, c0, lengths, native=True)
+        assert c is not None
+        return y, (h, c)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        hx: tuple[torch.Tensor, torch.Tensor] | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        h0, c0 = (None, None) if hx is None else hx
+        y, h, c = self._route(x, h0, c0, lengths, native=False)
+        assert c is not None
+        return y, (h, c)
+
+
+class RNN(_Recurrent):
+    """Multi-layer Elman RNN, ``h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``, act tanh or relu.
+
+    Shapes as :class:`LSTM` with ``hx = h0``; returns ``(output, h_n)`` as nn.RNN does.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = True,
+        bidirectional: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"unknown nonlinearity {nonlinearity!r}; valid: tanh, relu")
+        self.mode = f"rnn_{nonlinearity}"
+        self.nonlinearity = nonlinearity
+        super().__init__(
+            input_size, hidden_size, num_layers, bias, batch_first, bidirectional,
+            device=device, dtype=dtype,
+        )
+
+    def forward_native(
+        self, x: torch.Tensor, hx: torch.Tensor | None = None, lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        y, h, _ = self._route(x, hx, None, lengths, native=True)
+        return y, h
+
+    def forward(
+        self, x: torch.Tensor, hx: torch.Tensor | None = None, lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        y, h, _ = self._route(x, hx, None, lengths, native=False)
+        return y, h
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, nonlinearity={self.nonlinearity}"

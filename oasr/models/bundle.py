@@ -1,0 +1,289 @@
+"""The native bundle: a converted checkpoint that loads with no detection and no conversion.
+
+Layout::
+
+    <bundle>/
+      oasr_config.json    format_version, architecture, model_config (+ its class),
+                          feature_config, tokenizer_spec, decoding_defaults, quantization,
+                          provenance {source, source_format, weights_sha256, oasr_version,
+                          created}
+      model.safetensors   our state dict
+      tokenizer/          the files tokenizer_spec names
+
+``write_bundle`` builds the folder beside its destination and renames it into place, so a
+failure part-way leaves no destination behind (and an existing bundle intact).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from oasr.features.spec import FeatureConfig
+from oasr.tokenizers.base import TokenizerSpec
+
+FORMAT_VERSION = 1
+CONFIG_NAME = "oasr_config.json"
+WEIGHTS_NAME = "model.safetensors"
+TOKENIZER_DIR = "tokenizer"
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Bundle",
+    "BundleError",
+    "is_bundle",
+    "read_bundle",
+    "write_bundle",
+]
+
+
+class BundleError(ValueError):
+    """A folder is not a readable bundle, or a bundle cannot be written where asked."""
+
+
+def is_bundle(path: str | Path) -> bool:
+    return (Path(path) / CONFIG_NAME).is_file()
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle read from disk; tensors load on ``load_state_dict``."""
+
+    path: Path
+    format_version: int
+    architecture: str
+    model_config: dict[str, Any]
+    model_config_class: str
+    feature_config: dict[str, Any]
+    tokenizer_spec: TokenizerSpec
+    decoding_defaults: dict[str, Any]
+    quantization: dict[str, Any] | None
+    provenance: dict[str, Any]
+
+    @property
+    def weights_path(self) -> Path:
+        return self.path / WEIGHTS_NAME
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.path / TOKENIZER_DIR
+
+    def load_state_dict(self, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        from safetensors.torch import load_file
+
+        return load_file(str(self.weights_path), device=str(device))
+
+    def build_model_config(self) -> Any:
+        """The typed model config (``model_config_class.from_dict``)."""
+        if not self.model_config_class:
+            raise BundleError(f"{self.path}: no model_config_class recorded")
+        import importlib
+
+        module, _, attr = self.model_config_class.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+        return cls.from_dict(self.model_config)
+
+    def build_feature_config(self) -> FeatureConfig:
+        return FeatureConfig(**self.feature_config)
+
+    def verify(self) -> None:
+        """Check the weights against the recorded sha256."""
+        want = self.provenance.get("weights_sha256")
+        got = _sha256(self.weights_path)
+        if want != got:
+            raise BundleError(
+                f"{self.weights_path} does not match its recorded sha256 ({got} != {want}); "
+                "the bundle was modified or damaged: convert it again"
+            )
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Read a bundle's config (tensors stay on disk until ``load_state_dict``).
+
+    Raises:
+        BundleError: no oasr_config.json, a newer format version, or missing fields.
+    """
+    path = Path(path)
+    cfg_path = path / CONFIG_NAME
+    if not cfg_path.is_file():
+        raise BundleError(f"{path} is not an oasr bundle (no {CONFIG_NAME})")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise BundleError(f"{cfg_path} is not valid JSON: {e}") from None
+    version = cfg.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise BundleError(f"{cfg_path}: format_version {version!r} is not a bundle version")
+    if version > FORMAT_VERSION:
+        raise BundleError(
+            f"{cfg_path}: bundle format {version} was written by a newer oasr (this one reads "
+            f"up to {FORMAT_VERSION}); upgrade oasr or convert again"
+        )
+    required = ("architecture", "model_config", "feature_config", "tokenizer_spec",
+                "decoding_defaults", "provenance")
+    absent = [k for k in required if k not in cfg]
+    if absent:
+        raise BundleError(f"{cfg_path} lacks {', '.join(absent)}")
+    if not (path / WEIGHTS_NAME).is_file():
+        raise BundleError(f"{path} lacks {WEIGHTS_NAME}")
+    return Bundle(
+        path=path,
+        format_version=version,
+        architecture=cfg["architecture"],
+        model_config=cfg["model_config"],
+        model_config_class=cfg.get("model_config_class", ""),
+        feature_config=cfg["feature_config"],
+        tokenizer_spec=TokenizerSpec(**cfg["tokenizer_spec"]),
+        decoding_defaults=cfg["decoding_defaults"],
+        quantization=cfg.get("quantization"),
+        provenance=cfg["provenance"],
+    )
+
+
+def write_bundle(
+    dst: str | Path,
+    *,
+    architecture: str,
+    model_config: Any,
+    model_config_class: str,
+    state_dict: dict[str, torch.Tensor],
+    feature_config: FeatureConfig,
+    tokenizer_spec: TokenizerSpec,
+    tokenizer_src: str | Path,
+    decoding_defaults: dict[str, Any],
+    source: str,
+    source_format: str,
+    quantization: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write a bundle at ``dst`` atomically.
+
+    Args:
+        model_config: a config with ``to_dict()``, a dataclass, or a JSON-safe dict.
+        tokenizer_src: the folder ``tokenizer_spec.files`` are copied from (same relative
+            names; they land in ``dst/tokenizer/``).
+
+    Raises:
+        BundleError: ``dst`` is a file or a non-empty folder that is not a bundle, or an
+            existing bundle and ``overwrite`` is off.
+        FileNotFoundError: a tokenizer file is missing from ``tokenizer_src``.
+    """
+    dst = Path(dst).absolute()
+    _check_destination(dst, overwrite)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.parent / f"{dst.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        tmp.mkdir()
+        _save_tensors(state_dict, tmp / WEIGHTS_NAME)
+        tok_dir = tmp / TOKENIZER_DIR
+        tok_dir.mkdir()
+        for rel in tokenizer_spec.files.values():
+            target = tok_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(Path(tokenizer_src) / rel, target)
+        config = {
+            "format_version": FORMAT_VERSION,
+            "architecture": architecture,
+            "model_config_class": model_config_class,
+            "model_config": _config_dict(model_config),
+            "feature_config": dataclasses.asdict(feature_config),
+            "tokenizer_spec": dataclasses.asdict(tokenizer_spec),
+            "decoding_defaults": decoding_defaults,
+            "quantization": quantization,
+            "provenance": {
+                "source": source,
+                "source_format": source_format,
+                "weights_sha256": _sha256(tmp / WEIGHTS_NAME),
+                "oasr_version": _oasr_version(),
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            },
+        }
+        # The config goes last: its presence is what marks a folder as a bundle.
+        (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        _swap_into_place(tmp, dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dst
+
+
+def _check_destination(dst: Path, overwrite: bool) -> None:
+    if not dst.exists():
+        return
+    if not dst.is_dir():
+        raise BundleError(f"{dst} exists and is not a folder; refusing to replace it")
+    if is_bundle(dst):
+        if not overwrite:
+            raise BundleError(f"{dst} is already a bundle; pass overwrite=True to replace it")
+        return
+    if any(dst.iterdir()):
+        raise BundleError(f"{dst} is a non-empty folder that is not a bundle; refusing to "
+                          "overwrite it (pick a new destination)")
+
+
+def _swap_into_place(tmp: Path, dst: Path) -> None:
+    if not dst.exists():
+        os.rename(tmp, dst)
+        return
+    old = dst.parent / f"{dst.name}.old-{os.getpid()}"
+    os.rename(dst, old)
+    try:
+        os.rename(tmp, dst)
+    except BaseException:
+        os.rename(old, dst)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _save_tensors(state_dict: dict[str, torch.Tensor], path: Path) -> None:
+    from safetensors.torch import save_file
+
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, t in state_dict.items():
+        t = t.detach().to("cpu").contiguous()
+        storage = t.untyped_storage()
+        # safetensors refuses tensors sharing memory (slices of a fused upstream tensor).
+        if storage.data_ptr() in seen or storage.nbytes() != t.numel() * t.element_size():
+            t = t.clone()
+        seen.add(t.untyped_storage().data_ptr())
+        out[name] = t
+    save_file(out, str(path))
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    if hasattr(config, "to_dict"):
+        data = config.to_dict()
+    elif dataclasses.is_dataclass(config) and not isinstance(config, type):
+        data = dataclasses.asdict(config)
+    elif isinstance(config, dict):
+        data = dict(config)
+    else:
+        raise TypeError(f"cannot serialise a model config of type {type(config).__name__}")
+    json.dumps(data)  # fail here, not half-way through writing the file
+    return data
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _oasr_version() -> str:
+    from oasr import __version__
+
+    return __version__

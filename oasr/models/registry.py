@@ -1,0 +1,145 @@
+"""The architecture axis: which model classes exist and which checkpoint formats feed them.
+
+In-tree architectures are registered lazily by ``"module:attr"`` strings (vLLM's model
+registry does the same), so listing them imports nothing heavy; out-of-tree ones arrive
+through the ``oasr.models`` entry-point group, loaded on first access. An entry point names a
+``ModelEntry`` (or a function marked with ``oasr.registry.plugin`` that registers some).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from oasr.registry import Registry, UnknownNameError
+
+__all__ = [
+    "ModelEntry",
+    "CheckpointConverter",
+    "NoConverterError",
+    "MODEL_REGISTRY",
+    "register_model",
+    "get_model_entry",
+    "list_models",
+    "detect_converter",
+    "build_model_from_checkpoint",
+]
+
+
+def _resolve(target: Any) -> Any:
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+    return target
+
+
+@runtime_checkable
+class CheckpointConverter(Protocol):
+    """What the registry needs from a checkpoint format (the base class lives in converter.py).
+
+    ``detect`` must look for positive markers of its format; ``detect_specificity`` breaks ties
+    when two formats both claim a folder (higher wins); ``looks_for`` says in one line what
+    ``detect`` checks, so a folder nothing claims gets a useful error.
+    """
+
+    architecture: str
+    source_format: str
+    detect_specificity: int
+    looks_for: str
+
+    def detect(self, path: Path) -> bool: ...
+
+    def build_config(self, path: Path) -> Any: ...
+
+    def load_state_dict(self, path: Path, config: Any) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One architecture: its model class, its converters and what it can decode.
+
+    ``model_cls`` and each converter may be a ``"module:attr"`` string, imported on first use.
+    """
+
+    name: str
+    model_cls: Any
+    converters: tuple[Any, ...] = ()
+    decode_families: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ("offline",)
+    description: str = ""
+    source_formats: tuple[str, ...] = field(default=())
+
+    def load_model_cls(self) -> type:
+        return _resolve(self.model_cls)
+
+    def load_converters(self) -> list[CheckpointConverter]:
+        out = []
+        for c in self.converters:
+            obj = _resolve(c)
+            out.append(obj() if isinstance(obj, type) else obj)
+        return out
+
+
+MODEL_REGISTRY: Registry[ModelEntry] = Registry("architecture", entry_point_group="oasr.models")
+
+
+def register_model(entry: ModelEntry | str, name: str | None = None) -> ModelEntry | str:
+    """Register an architecture; ``entry`` may be a lazy ``"module:ENTRY"`` string with ``name``."""
+    if isinstance(entry, str):
+        if name is None:
+            raise ValueError("a lazy model entry needs its name: register_model('mod:ATTR', name)")
+        MODEL_REGISTRY.register(name, entry)
+        return entry
+    MODEL_REGISTRY.register(entry.name, entry)
+    return entry
+
+
+def get_model_entry(name: str) -> ModelEntry:
+    return MODEL_REGISTRY.get(name)
+
+
+def list_models() -> list[ModelEntry]:
+    return [MODEL_REGISTRY.get(n) for n in MODEL_REGISTRY.names()]
+
+
+class NoConverterError(ValueError):
+    """No registered checkpoint format recognises a path."""
+
+
+def detect_converter(path: str | Path, architecture: str | None = None) -> CheckpointConverter:
+    """The most specific converter whose ``detect`` claims ``path``.
+
+    Raises:
+        NoConverterError: nothing claims it; the message lists what each detector looked for.
+        UnknownNameError: ``architecture`` is not registered.
+    """
+    path = Path(path)
+    entries = [get_model_entry(architecture)] if architecture else list_models()
+    tried: list[str] = []
+    claims: list[CheckpointConverter] = []
+    for entry in entries:
+        for conv in entry.load_converters():
+            tried.append(f"{entry.name}/{conv.source_format}: {conv.looks_for}")
+            if conv.detect(path):
+                claims.append(conv)
+    if not claims:
+        looked = "\n  ".join(tried) if tried else "(no architectures are registered)"
+        raise NoConverterError(
+            f"{path} is not a checkpoint any registered format recognises. Looked for:\n  {looked}"
+        )
+    return max(claims, key=lambda c: c.detect_specificity)
+
+
+def build_model_from_checkpoint(path: str | Path, architecture: str | None = None) -> Any:
+    """Detect the format of ``path``, build the model from its config and load its weights."""
+    conv = detect_converter(path, architecture)
+    entry = get_model_entry(conv.architecture)
+    config = conv.build_config(Path(path))
+    model = entry.load_model_cls().from_config(config)
+    model.load_weights(conv.load_state_dict(Path(path), config))
+    return model
+
+
+__all__ += ["UnknownNameError"]

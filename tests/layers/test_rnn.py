@@ -1,0 +1,169 @@
+"""oasr.layers.rnn against nn.LSTM / nn.RNN holding the same state_dict.
+
+Variable lengths are checked against nn.utils.rnn.pack_padded_sequence + the torch module,
+padded back with pad_packed_sequence.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from oasr.layers import gaps
+from oasr.layers import rnn as rnn_mod
+from oasr.layers.rnn import LSTM, RNN
+
+FP32 = {"atol": 1e-5, "rtol": 1e-5}
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _pair(kind: str, *args, **kwargs):
+    """A torch module and ours with identical weights (loaded through state_dict, strict)."""
+    torch.manual_seed(0)
+    if kind == "lstm":
+        ref = nn.LSTM(*args, **kwargs)
+        ours = LSTM(*args, **kwargs)
+    else:
+        ref = nn.RNN(*args, nonlinearity=kind, **kwargs)
+        ours = RNN(*args, nonlinearity=kind, **kwargs)
+    assert sorted(ours.state_dict()) == sorted(ref.state_dict())
+    ours.load_state_dict(ref.state_dict())
+    return ref, ours
+
+
+def _packed_reference(ref, x, lengths, hx=None):
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, state = ref(packed, hx)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+    return out, state
+
+
+@pytest.mark.parametrize("kind", ["lstm", "tanh", "relu"])
+@pytest.mark.parametrize(
+    "num_layers,bidirectional,bias", [(1, False, True), (2, True, True), (3, False, False)]
+)
+def test_matches_torch_without_lengths(kind, num_layers, bidirectional, bias):
+    ref, ours = _pair(kind, 5, 7, num_layers, bias=bias, batch_first=True,
+                      bidirectional=bidirectional)
+    x = torch.randn(3, 17, 5, generator=_gen(1))
+    y, state = ours(x)
+    y_ref, state_ref = ref(x)
+    assert y.shape == (3, 17, 7 * (2 if bidirectional else 1))
+    torch.testing.assert_close(y, y_ref, **FP32)
+    if kind == "lstm":
+        torch.testing.assert_close(state[0], state_ref[0], **FP32)
+        torch.testing.assert_close(state[1], state_ref[1], **FP32)
+    else:
+        torch.testing.assert_close(state, state_ref, **FP32)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "tanh", "relu"])
+@pytest.mark.parametrize("num_layers,bidirectional", [(1, False), (2, True)])
+def test_lengths_match_packed_sequence(kind, num_layers, bidirectional):
+    ref, ours = _pair(kind, 4, 6, num_layers, batch_first=True, bidirectional=bidirectional)
+    t = 17
+    lengths = torch.tensor([17, 1, 9, 3])
+    x = torch.randn(4, t, 4, generator=_gen(2))
+    # Garbage in padded steps must not matter.
+    pad = torch.arange(t)[None, :] >= lengths[:, None]
+    x = x.masked_fill(pad[..., None], 50.0)
+    y, state = ours(x, lengths=lengths)
+    y_ref, state_ref = _packed_reference(ref, x, lengths)
+    torch.testing.assert_close(y, y_ref, **FP32)
+    assert (y[pad] == 0).all()
+    states = zip(state, state_ref, strict=True) if kind == "lstm" else [(state, state_ref)]
+    for s, s_ref in states:
+        torch.testing.assert_close(s, s_ref, **FP32)
+
+
+def test_lstm_initial_state_and_lengths():
+    ref, ours = _pair("lstm", 3, 5, 2, batch_first=True, bidirectional=True)
+    g = _gen(3)
+    x = torch.randn(3, 6, 3, generator=g)
+    h0 = torch.randn(4, 3, 5, generator=g)
+    c0 = torch.randn(4, 3, 5, generator=g)
+    lengths = torch.tensor([6, 2, 4])
+    y, (h, c) = ours(x, (h0, c0), lengths=lengths)
+    y_ref, (h_ref, c_ref) = _packed_reference(ref, x, lengths, (h0, c0))
+    torch.testing.assert_close(y, y_ref, **FP32)
+    torch.testing.assert_close(h, h_ref, **FP32)
+    torch.testing.assert_close(c, c_ref, **FP32)
+
+
+def test_rnn_initial_state_time_major_and_strided_input():
+    ref, ours = _pair("tanh", 4, 5, 2, batch_first=False, bidirectional=True)
+    g = _gen(4)
+    big = torch.randn(17, 3, 9, generator=g)
+    x = big[:, :, ::2][..., :4]  # (T, B, C) strided
+    assert not x.is_contiguous()
+    h0 = torch.randn(4, 3, 5, generator=g)
+    y, h = ours(x, h0)
+    y_ref, h_ref = ref(x, h0)
+    torch.testing.assert_close(y, y_ref, **FP32)
+    torch.testing.assert_close(h, h_ref, **FP32)
+
+
+def test_streaming_in_chunks_equals_one_pass():
+    """Carrying (h, c) across chunks is the same recurrence as one pass (a predictor's use)."""
+    _, ours = _pair("lstm", 4, 6, 2, batch_first=True)
+    x = torch.randn(2, 17, 4, generator=_gen(5))
+    y_full, (h_full, c_full) = ours(x)
+    y1, state = ours(x[:, :7])
+    y2, (h2, c2) = ours(x[:, 7:], state)
+    torch.testing.assert_close(torch.cat([y1, y2], dim=1), y_full, **FP32)
+    torch.testing.assert_close(h2, h_full, **FP32)
+    torch.testing.assert_close(c2, c_full, **FP32)
+
+
+def test_lstm_bf16_close_to_fp32_reference():
+    ref, ours = _pair("lstm", 8, 16, 1, batch_first=True)
+    x = torch.randn(2, 17, 8, generator=_gen(6))
+    lengths = torch.tensor([17, 5])
+    y, (h, c) = ours.to(torch.bfloat16)(x.bfloat16(), lengths=lengths)
+    assert y.dtype == torch.bfloat16
+    y_ref, (h_ref, c_ref) = _packed_reference(ref, x, lengths)
+    torch.testing.assert_close(y.float(), y_ref, atol=5e-2, rtol=5e-2)
+    torch.testing.assert_close(h.float(), h_ref, atol=5e-2, rtol=5e-2)
+
+
+def test_single_step_and_length_one():
+    ref, ours = _pair("relu", 3, 4, 1, batch_first=True)
+    x = torch.randn(5, 1, 3, generator=_gen(7))
+    y, h = ours(x)
+    y_ref, h_ref = ref(x)
+    torch.testing.assert_close(y, y_ref, **FP32)
+    torch.testing.assert_close(h, h_ref, **FP32)
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="nonlinearity"):
+        RNN(3, 4, nonlinearity="gelu")
+    lstm = LSTM(3, 4, 2)
+    with pytest.raises(ValueError, match="initial state"):
+        lstm(torch.randn(2, 5, 3), (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)))
+    with pytest.raises(ValueError, match="features"):
+        lstm(torch.randn(2, 5, 4))
+
+
+def test_forward_routes_through_select_kernel(monkeypatch):
+    seen = []
+
+    def fake_select(op, *tensors, gap):
+        seen.append((op, gap, tuple(tensors[0].shape)))
+        return lambda x, h0, c0, lengths, weights, mode: (x, torch.zeros(len(weights)), c0)
+
+    monkeypatch.setattr(rnn_mod, "select_kernel", fake_select)
+    lstm = LSTM(3, 4, 2, bidirectional=True, batch_first=False)
+    x = torch.randn(5, 2, 3)  # (T, B, C): the kernel is handed (B, T, C)
+    c0 = torch.randn(4, 2, 4)
+    y, (h, c) = lstm(x, (torch.zeros(4, 2, 4), c0))
+    torch.testing.assert_close(y, x)
+    assert h.shape == (4,)  # one (w_ih, w_hh, b_ih, b_hh) per layer and direction
+    assert c is c0
+    RNN(3, 4, nonlinearity="relu")(torch.randn(2, 5, 3))
+    assert seen == [("lstm", gaps.RNN.id, (2, 5, 3)), ("rnn_relu", gaps.RNN.id, (2, 5, 3))]

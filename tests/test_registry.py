@@ -1,0 +1,104 @@
+"""The one registry helper every axis uses."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from oasr.registry import DuplicateNameError, Registry, UnknownNameError, plugin
+
+
+def test_register_get_and_decorator():
+    reg: Registry[object] = Registry("widget")
+
+    @reg.register("a")
+    class A:
+        pass
+
+    reg.register("b", 42)
+    assert reg.get("a") is A
+    assert reg.get("b") == 42
+    assert reg.names() == ["a", "b"]
+    assert "a" in reg and "c" not in reg
+    assert len(reg) == 2
+
+
+def test_duplicate_name_raises_naming_the_first():
+    reg: Registry[int] = Registry("widget")
+    reg.register("a", 1)
+    with pytest.raises(DuplicateNameError, match="widget 'a' is already registered"):
+        reg.register("a", 2)
+    assert reg.get("a") == 1
+
+
+def test_unknown_name_lists_valid_ones():
+    reg: Registry[int] = Registry("widget")
+    reg.register("beta", 1)
+    reg.register("alpha", 2)
+    with pytest.raises(UnknownNameError) as err:
+        reg.get("gamma")
+    assert str(err.value) == "unknown widget 'gamma'; valid: alpha, beta"
+    empty: Registry[int] = Registry("gizmo")
+    with pytest.raises(UnknownNameError, match="none are registered"):
+        empty.get("x")
+
+
+def test_lazy_string_entry_imports_on_first_get():
+    reg: Registry[object] = Registry("widget")
+    reg.register("path_join", "os.path:join")
+    import os.path
+
+    assert reg.get("path_join") is os.path.join
+
+
+def test_lazy_entry_with_bad_target_raises_on_get_not_register():
+    reg: Registry[object] = Registry("widget")
+    reg.register("broken", "oasr_no_such_module:thing")
+    with pytest.raises(ModuleNotFoundError):
+        reg.get("broken")
+
+
+def test_entry_points_are_loaded_lazily_once(monkeypatch):
+    reg: Registry[int] = Registry("widget", entry_point_group="oasr.test_widgets")
+    calls = []
+
+    @plugin
+    def register_plugin():
+        calls.append(1)
+        reg.register("from_plugin", 7)
+
+    class FakeEP:
+        name = "fake"
+
+        def load(self):
+            return register_plugin
+
+    def fake_entry_points(group=None):
+        assert group == "oasr.test_widgets"
+        return [FakeEP()]
+
+    monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
+    assert calls == []  # nothing loaded at construction
+    assert reg.get("from_plugin") == 7
+    assert reg.names() == ["from_plugin"]
+    assert calls == [1]
+
+
+def test_every_axis_has_a_registry_with_loud_errors():
+    from oasr.engine.batching import BATCHING_POLICIES, PARTITION_POLICIES
+    from oasr.engine.decode import DECODE_STRATEGIES
+    from oasr.engine.streaming_backend import STREAMING_BACKENDS
+    from oasr.features import EXTRACTORS
+    from oasr.models.registry import MODEL_REGISTRY
+    from oasr.quantization import QUANT_METHODS
+    from oasr.tokenizers import TOKENIZERS
+    from oasr.vad import VADS
+
+    axes = [MODEL_REGISTRY, DECODE_STRATEGIES, STREAMING_BACKENDS, BATCHING_POLICIES,
+            PARTITION_POLICIES, TOKENIZERS, EXTRACTORS, VADS, QUANT_METHODS]
+    assert len({r.axis for r in axes}) == len(axes)
+    for reg in axes:
+        assert isinstance(reg, Registry)
+        with pytest.raises(UnknownNameError, match=f"unknown {reg.axis} 'no-such-thing'"):
+            reg.get("no-such-thing")
