@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import typer
 
+from oasr.cli.convert import convert_command
 from oasr.cli.gaps import gaps_command
 from oasr.cli.models import models_command
+from oasr.cli.transcribe import transcribe_command
 from oasr.cli.wer import wer_command
 
 app = typer.Typer(
@@ -20,8 +22,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+app.command("convert")(convert_command)
 app.command("gaps")(gaps_command)
 app.command("models")(models_command)
+app.command("transcribe")(transcribe_command)
 app.command("wer")(wer_command)
 
 

