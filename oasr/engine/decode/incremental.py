@@ -77,7 +77,8 @@ def trailing_repeats(tokens: list[int], max_period: int = 16) -> tuple[int, int]
     n = len(tokens)
     for p in range(1, min(max_period, n // 2) + 1):
         copies = 1
-        while (copies + 1) * p <= n and tokens[n - (copies + 1) * p:n - copies * p] == tokens[n - p:]:
+        tail = tokens[n - p:]
+        while (copies + 1) * p <= n and tokens[n - (copies + 1) * p:n - copies * p] == tail:
             copies += 1
         if copies > 1 and copies * p > best[0] * best[1]:
             best = (p, copies)

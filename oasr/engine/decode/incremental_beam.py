@@ -73,7 +73,7 @@ class ArBeamGroup:
         for j, r in enumerate(self.live):
             row_alive: list[Hyp] = []
             row_parents: list[int] = []
-            for score, flat, tok_lp in zip(top_scores[j], top_idx[j], top_lp[j]):
+            for score, flat, tok_lp in zip(top_scores[j], top_idx[j], top_lp[j], strict=True):
                 parent, token = divmod(flat, vocab)
                 base = self.alive[r][parent]
                 if token == self.eos_id:
