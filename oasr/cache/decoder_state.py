@@ -52,30 +52,38 @@ class DenseKv:
         return self.k[0].shape[0]
 
     def positions(self) -> torch.Tensor:
-        return self.lens if self.starts is None else self.lens - self.starts
+        pos = self.lens if self.starts is None else self.lens - self.starts
+        return pos.clamp(max=self.capacity - 1)  # a saturated (finished) row, see ``write``
 
     def write(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
         """Write (B, H, S, D) new keys at each row's own ``lens`` (lens advance in ``advance``)."""
         s = k_new.shape[2]
+        b = self.batch
+        if s == 1:
+            # A row's capacity covers its prompt and max_new tokens, so only a finished row,
+            # stepping on until the host next reads the end flags, reaches the end: it keeps
+            # rewriting the last slot, which nothing reads.
+            rows = torch.arange(b, device=k_new.device)
+            idx = self.lens.clamp(max=self.capacity - 1)
+            self.k[layer][rows, :, idx] = k_new[:, :, 0]
+            self.v[layer][rows, :, idx] = v_new[:, :, 0]
+            return
         if self.max_len + s > self.capacity:
             raise RuntimeError(
                 f"decoder KV capacity {self.capacity} exceeded (have {self.max_len}, adding {s}); "
                 "raise max_new_tokens headroom or lower the prompt"
             )
-        b = self.batch
-        if s == 1:
-            rows = torch.arange(b, device=k_new.device)
-            self.k[layer][rows, :, self.lens] = k_new[:, :, 0]
-            self.v[layer][rows, :, self.lens] = v_new[:, :, 0]
-        else:
-            # Prefill: every row starts at the same offset (a fresh group).
-            start = self.max_len
-            self.k[layer][:, :, start:start + s] = k_new
-            self.v[layer][:, :, start:start + s] = v_new
+        # Prefill: every row starts at the same offset (a fresh group).
+        start = self.max_len
+        self.k[layer][:, :, start:start + s] = k_new
+        self.v[layer][:, :, start:start + s] = v_new
 
     def advance(self, s: int) -> None:
-        self.lens = self.lens + s
-        self.max_len += s
+        # Saturate at the buffer: only a finished row gets there (see ``write``), and a merged
+        # group's bound, its oldest row's, would otherwise outgrow the buffer its newer rows
+        # still fit in.
+        self.lens = (self.lens + s).clamp(max=self.capacity)
+        self.max_len = min(self.max_len + s, self.capacity)
 
     def view(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The filled prefix of layer ``layer``'s cache, (B, H, max_len, D)."""

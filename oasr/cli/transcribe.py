@@ -68,6 +68,7 @@ def transcribe_command(
     from oasr.io import (
         ColumnMap,
         ManifestError,
+        OutputError,
         OutputWriter,
         count_rows,
         passthrough_schema,
@@ -87,7 +88,7 @@ def transcribe_command(
         total = count_rows(inputs, columns, shard=shard_t, limit=limit)
         schema = passthrough_schema(inputs, columns)
         overrides = dict(parse_decode_option(o) for o in decode_option)
-    except (ManifestError, ValueError) as exc:
+    except (ManifestError, OutputError, ValueError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
 
@@ -118,7 +119,7 @@ def transcribe_command(
     try:
         with view:
             stats = transcribe(engine, options, writer, on_row=view.update)
-    except ManifestError as exc:
+    except (ManifestError, OutputError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:

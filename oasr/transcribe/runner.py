@@ -81,7 +81,7 @@ def _combine(state: _RowState) -> OutputRow:
     ordered = [state.pieces[i] for i in sorted(state.pieces)]
     failed = [o.error for _, o in ordered if o is not None and o.error]
     if failed:
-        return _error_row(row, failed[0], state.duration)
+        return _error_row(row, f"{row.source}: {failed[0]}", state.duration)
     if all(o is None for _, o in ordered):
         return _error_row(
             row, f"{row.source}: the audio is silent (peak amplitude below {SILENCE_PEAK}); "
@@ -125,7 +125,10 @@ class Transcriber:
         sr = self.engine.sample_rate
         for row in rows:
             if row.error:
-                self.ready.append((_error_row(row, row.error), row.text))
+                # Name the manifest line, as decode errors do, unless the reader already did.
+                message = (row.error if row.error.startswith(row.source)
+                           else f"{row.source}: {row.error}")
+                self.ready.append((_error_row(row, message), row.text))
                 continue
             state = _RowState(row)
             self.states[row.id] = state

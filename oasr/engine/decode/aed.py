@@ -155,9 +155,11 @@ class AedDecodeStrategy(IncrementalArStrategy):
             return super().advance(budget)
         while self.beams and budget.take():
             g = self.beams[0]
-            logits = self.model.decoder.step(g.last, g.state)
-            for row, tokens, logps, reason, nbest in g.step(
-                    self.process_logits(logits.float(), first=False)):
+            logits = None
+            if g.active_rows:  # none when every row finished on its first token
+                logits = self.process_logits(
+                    self.model.decoder.step(g.last, g.state).float(), first=False)
+            for row, tokens, logps, reason, nbest in g.step(logits):
                 out = self.finish_row(row, tokens, logps, reason)
                 n = row.request.decoding.n_best
                 if n:

@@ -1,0 +1,104 @@
+"""Whisper's timestamp mode: the logit rules that keep ``<|t|> text <|t|>`` well formed, and the
+parse of a generated sequence into timed segments.
+
+In timestamp mode the prompt has no ``<|notimestamps|>`` and Whisper writes each segment as a
+start timestamp, its text and an end timestamp (0.02 s steps from the window start). The rules
+are Whisper's own (openai-whisper ``ApplyTimestampRules``, transformers
+``WhisperTimeStampLogitsProcessor``):
+
+1. ``<|notimestamps|>`` is never sampled;
+2. timestamps come in pairs: after a lone timestamp (a segment's end) the next token is a
+   timestamp or EOS; after a pair, text;
+3. timestamps never decrease;
+4. the first generated token is a timestamp no later than ``max_initial_timestamp``;
+5. when the timestamp tokens together are more probable than any single text token, a
+   timestamp is forced.
+
+Rules 2-3 read each row's history, so timestamp mode reads the generated tokens back every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+TIME_PRECISION = 0.02
+
+
+@dataclass(frozen=True)
+class TimestampVocab:
+    eos: int
+    no_timestamps: int
+    timestamp_begin: int
+    max_initial_timestamp_index: int = 50  # 1.0 s
+
+    def is_timestamp(self, token: int) -> bool:
+        return token >= self.timestamp_begin
+
+
+def apply_timestamp_rules(logits: torch.Tensor, history: list[list[int]],
+                          vocab: TimestampVocab) -> torch.Tensor:
+    """logits (B, V) float, ``history[b]``: tokens row b generated so far -> filtered logits."""
+    neg = float("-inf")
+    logits = logits.clone()
+    logits[:, vocab.no_timestamps] = neg
+    ts = vocab.timestamp_begin
+    for b, seq in enumerate(history):
+        row = logits[b]
+        if not seq:
+            # The first token is a timestamp, and not too late.
+            row[:ts] = neg
+            row[ts + vocab.max_initial_timestamp_index + 1:] = neg
+            continue
+        last_ts = seq[-1] >= ts
+        penultimate_ts = len(seq) < 2 or seq[-2] >= ts
+        if last_ts:
+            if penultimate_ts:
+                row[ts:] = neg  # a pair just closed: text next
+            else:
+                row[:vocab.eos] = neg  # a segment just ended: timestamp or EOS next
+        stamps = [t for t in seq if t >= ts]
+        if stamps:
+            # Non-decreasing; a segment's end may equal its start only when it is the end.
+            floor = stamps[-1] if (last_ts and not penultimate_ts) else stamps[-1] + 1
+            row[ts:floor] = neg
+    logprobs = torch.log_softmax(logits, dim=-1)
+    stamp_mass = torch.logsumexp(logprobs[:, ts:], dim=-1)
+    best_text = logprobs[:, :ts].max(dim=-1).values
+    force = stamp_mass > best_text
+    if bool(force.any()):
+        logits[force, :ts] = neg
+    return logits
+
+
+@dataclass
+class TimedSegment:
+    start: float  # seconds from the window start
+    end: float
+    tokens: list[int]
+
+
+def split_segments(tokens: list[int], vocab: TimestampVocab) -> list[TimedSegment]:
+    """``<|t0|> text <|t1|> <|t1'|> text <|t2|> ...`` -> segments; text after an unclosed start
+    timestamp becomes a segment ending at ``None``-free ``start`` (the caller clips it)."""
+    ts = vocab.timestamp_begin
+    segments: list[TimedSegment] = []
+    start: float | None = None
+    text: list[int] = []
+    for t in tokens:
+        if t >= ts:
+            when = (t - ts) * TIME_PRECISION
+            if start is None:
+                start = when
+            else:
+                if text:
+                    segments.append(TimedSegment(start, when, text))
+                start, text = None, []
+        elif t != vocab.eos:
+            if start is None:
+                start = segments[-1].end if segments else 0.0
+            text.append(t)
+    if text and start is not None:
+        segments.append(TimedSegment(start, start, text))
+    return segments
