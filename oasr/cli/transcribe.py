@@ -100,6 +100,13 @@ def transcribe_command(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
 
+    from oasr.engine.request import DecodingOptions
+
+    try:  # a run-wide option the model cannot honour fails here, not on every row
+        engine.strategy.validate_options(DecodingOptions(language=language, task=task))
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
     loaded = engine.loaded
     metadata = {
         "oasr_version": _version(),
@@ -113,6 +120,10 @@ def transcribe_command(
     out_path.parent.mkdir(parents=True, exist_ok=True)
     writer = OutputWriter(out_path, fmt, metadata=metadata, retry_errors=retry_errors,
                           passthrough_schema=schema)
+    previous = writer.previous_metadata()
+    if previous and previous.get("model_sha256") not in (None, metadata["model_sha256"]):
+        console.print(f"[yellow]warning:[/] {out_path} was started with another model "
+                      f"({previous.get('model')}); resuming adds rows decoded by this one")
     options = TranscribeOptions(inputs=list(inputs), columns=columns, shard=shard_t, limit=limit,
                                 language=language, task=task, retry_errors=retry_errors)
     view = ProgressView(console, total, enabled=progress)

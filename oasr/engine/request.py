@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 # Options that change *what* is decoded: a family must declare it can act on them.
-SELECTIVE_OPTIONS = ("task", "language", "word_timestamps")
+SELECTIVE_OPTIONS = ("task", "language", "timestamps", "word_timestamps")
 
 
 @dataclass
@@ -25,6 +25,7 @@ class DecodingOptions:
     prompt: str | None = None
     task: str | None = None
     language: str | None = None
+    timestamps: bool = False  # segment times (Whisper's timestamp mode) in RequestOutput.segments
     word_timestamps: bool = False
 
     def validate(self) -> None:
@@ -90,5 +91,11 @@ class RequestOutput:
     timestamps: list[float] | None = None
     confidence: float | None = None
     nbest_texts: list[str] | None = None
+    # (start, end, text) in seconds from the request audio's start; end is None for a segment
+    # the audio cut off before it closed.
+    segments: list[tuple[float, float | None, str]] | None = None
+    # Timestamp mode: where the next window of the recording should start (seconds from this
+    # request's start), None when the whole request audio is settled.
+    resume_at: float | None = None
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)

@@ -1,28 +1,26 @@
-"""``transcribe``: manifest rows -> windowed requests -> the engine -> stitched output rows.
+"""``transcribe``: manifest rows -> model windows -> the engine -> output rows.
 
-Every row is decoded in chunks and cut into model windows as it is read
-(``windows.stream_windows``); each window is one engine request, batched with the windows of
-other rows. When a row's last window comes back its windows are stitched
-(``oasr.engine.longform.stitch``) into one output row with times on the recording's clock.
-A row that cannot be read becomes an error row and the run goes on; rows already in the output
-are skipped, so a rerun resumes.
+Every row is decoded in chunks and read forward one model window at a time
+(``audio_window.ForwardAudio``); each window is one engine request, batched with the windows of
+other rows. A recording longer than the window is decoded window after window in timestamp
+mode, its segments on the recording's clock. A row that cannot be read becomes an error row and
+the run goes on; rows already in the output are skipped, so a rerun resumes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from oasr.audio import AudioDecodeError, iter_audio_chunks
 from oasr.engine.engine import ASREngine
-from oasr.engine.longform import Window, WindowText, stitch
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manifest
-from oasr.transcribe.windows import stream_windows
+from oasr.transcribe.audio_window import ForwardAudio
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
@@ -39,7 +37,6 @@ class TranscribeOptions:
     language: str | None = None
     task: str | None = None
     window_s: float | None = None  # default: the model's fixed window
-    overlap_s: float = 5.0
     retry_errors: bool = False
 
 
@@ -61,12 +58,18 @@ class RunStats:
 
 @dataclass
 class _RowState:
+    """One recording in flight: at most one window of it is with the engine at a time."""
+
     row: ManifestRow
-    pieces: dict[int, tuple[Window, RequestOutput | None]] = field(default_factory=dict)
-    expected: int | None = None  # known once the last window is cut
-    duration: float = 0.0
-    error: str | None = None
-    finished: bool = False
+    reader: ForwardAudio
+    decoding: DecodingOptions
+    long: bool = False
+    seek: int = 0  # sample where the window in flight starts
+    window_len: int = 0  # samples in the window in flight
+    index: int = 0
+    outs: list[RequestOutput] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
 
 
 def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
@@ -75,20 +78,13 @@ def _error_row(row: ManifestRow, message: str, duration: float | None = None) ->
                      passthrough=row.passthrough)
 
 
-def _combine(state: _RowState) -> OutputRow:
-    """Stitch a row's windows into its output row."""
+def _summary_row(state: _RowState, duration: float) -> OutputRow:
     row = state.row
-    ordered = [state.pieces[i] for i in sorted(state.pieces)]
-    failed = [o.error for _, o in ordered if o is not None and o.error]
-    if failed:
-        return _error_row(row, f"{row.source}: {failed[0]}", state.duration)
-    if all(o is None for _, o in ordered):
+    if not state.outs:
         return _error_row(
             row, f"{row.source}: the audio is silent (peak amplitude below {SILENCE_PEAK}); "
-                 "check the recording or its offset/duration", state.duration)
-    texts = [WindowText(w, o.text if o is not None else "") for w, o in ordered]
-    stitched = stitch(texts)
-    outs = [o for _, o in ordered if o is not None]
+                 "check the recording or its offset/duration", duration)
+    outs = state.outs
     tokens = sum(len(o.token_ids) for o in outs)
     confidence = (sum((o.confidence or 0.0) * len(o.token_ids) for o in outs) / tokens
                   if tokens else None)
@@ -96,96 +92,139 @@ def _combine(state: _RowState) -> OutputRow:
     reason = next((r for r in ("repetition", "length", "stop") if r in reasons), None)
     languages = [o.language for o in outs if o.language]
     language = max(set(languages), key=languages.count) if languages else None
-    segments = None
-    if len(ordered) > 1:
-        shift = row.offset
-        segments = [{"start": s["start"] + shift, "end": s["end"] + shift, "text": s["text"]}
-                    for s in stitched.segments]
-    return OutputRow(id=row.id, text=stitched.text, words=None, segments=segments,
-                     confidence=confidence, duration=state.duration, language=language,
-                     finish_reason=reason, error=None, passthrough=row.passthrough)
+    text = " ".join(t for t in state.texts if t) if state.long else outs[0].text
+    return OutputRow(id=row.id, text=text, words=None,
+                     segments=state.segments if state.long else None, confidence=confidence,
+                     duration=duration, language=language, finish_reason=reason, error=None,
+                     passthrough=row.passthrough)
 
 
 class Transcriber:
-    """Drives one engine over manifest rows and hands finished rows to a writer."""
+    """Drives one engine over manifest rows and yields finished output rows.
 
-    def __init__(self, engine: ASREngine, options: TranscribeOptions) -> None:
+    A recording longer than the model's window is decoded in consecutive windows, Whisper's
+    own long-form rule: each window runs in timestamp mode, settles the segments that closed in
+    it, and the next window starts at the last closed timestamp, so an utterance the window
+    cut is decoded whole by the next one and nothing is decoded twice. Windows of one
+    recording are sequential; windows of different recordings batch together (up to
+    ``max_active`` recordings in flight).
+    """
+
+    def __init__(self, engine: ASREngine, options: TranscribeOptions,
+                 max_active: int | None = None) -> None:
         self.engine = engine
         self.options = options
+        self.sr = engine.sample_rate
         window = engine.inputs.config.fixed_window_seconds
-        self.window_s = options.window_s or window or 30.0
-        self.states: dict[str, _RowState] = {}
-        self.ready: list[tuple[OutputRow, str | None]] = []  # (row, reference text)
+        self.window = int(round((options.window_s or window or 30.0) * self.sr))
+        self.max_active = max_active or 4 * engine.config.max_batch_size
+        self.active: dict[str, _RowState] = {}
+        self.ready: list[tuple[OutputRow, str | None]] = []
 
-    def _decoding(self, row: ManifestRow) -> DecodingOptions:
-        return DecodingOptions(language=row.language or self.options.language,
-                               task=row.task or self.options.task)
+    # -- rows -----------------------------------------------------------------------------
+    def _start(self, row: ManifestRow) -> None:
+        if row.error:
+            # Name the manifest line, as decode errors do, unless the reader already did.
+            message = (row.error if row.error.startswith(row.source)
+                       else f"{row.source}: {row.error}")
+            self.ready.append((_error_row(row, message), row.text))
+            return
+        chunks = iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
+                                   offset=row.offset, duration=row.duration)
+        decoding = DecodingOptions(language=row.language or self.options.language,
+                                   task=row.task or self.options.task)
+        state = _RowState(row, ForwardAudio(chunks), decoding)
+        self.active[row.id] = state
+        self._next_window(state, 0)
 
-    def _requests(self, rows: Iterator[ManifestRow]) -> Iterator[Request]:
-        sr = self.engine.sample_rate
-        for row in rows:
-            if row.error:
-                # Name the manifest line, as decode errors do, unless the reader already did.
-                message = (row.error if row.error.startswith(row.source)
-                           else f"{row.source}: {row.error}")
-                self.ready.append((_error_row(row, message), row.text))
-                continue
-            state = _RowState(row)
-            self.states[row.id] = state
-            decoding = self._decoding(row)
-            count = 0
+    def _fail(self, state: _RowState, message: str) -> None:
+        self.active.pop(state.row.id, None)
+        duration = state.reader.total / self.sr if state.reader.total else None
+        self.ready.append((_error_row(state.row, message, duration), state.row.text))
+
+    def _finish(self, state: _RowState) -> None:
+        self.active.pop(state.row.id, None)
+        self.ready.append((_summary_row(state, state.reader.total / self.sr), state.row.text))
+
+    def _next_window(self, state: _RowState, seek: int) -> None:
+        """Submit the window starting at ``seek``, or finish the row when the audio ends."""
+        row = state.row
+        while True:
             try:
-                chunks = iter_audio_chunks(row.audio, sr, chunk_seconds=self.window_s,
-                                           offset=row.offset, duration=row.duration)
-                for window, audio in stream_windows(chunks, sr, self.window_s,
-                                                    self.options.overlap_s):
-                    count += 1
-                    state.duration = window.end
-                    if float(np.abs(audio).max(initial=0.0)) < SILENCE_PEAK:
-                        state.pieces[window.index] = (window, None)
-                        continue
-                    yield Request(f"{row.id}\x1fw{window.index}", audio, decoding,
-                                  metadata={"row": row.id, "window": window})
+                audio = state.reader.window(seek, self.window)
+                more = state.reader.has_more(seek + len(audio))
             except AudioDecodeError as exc:
-                state.error = f"{row.source}: {exc}"
-            if state.error is None and count == 0:
-                state.error = f"{row.source}: the audio is empty (0 samples after decoding)"
-            state.expected = count
-            self._maybe_finish(state)
-
-    def _maybe_finish(self, state: _RowState) -> None:
-        if state.finished:
-            return
-        if state.error is not None:
-            out = _error_row(state.row, state.error, state.duration or None)
-        elif state.expected is not None and len(state.pieces) == state.expected:
-            out = _combine(state)
-        else:
-            return
-        state.finished = True
-        del self.states[state.row.id]
-        self.ready.append((out, state.row.text))
+                self._fail(state, f"{row.source}: {exc}")
+                return
+            if not len(audio):
+                if seek == 0:
+                    self._fail(state, f"{row.source}: the audio is empty (0 samples after "
+                                      "decoding)")
+                else:
+                    self._finish(state)
+                return
+            if seek == 0:
+                state.long = more
+            state.seek, state.window_len = seek, len(audio)
+            if float(np.abs(audio).max(initial=0.0)) >= SILENCE_PEAK:
+                break
+            if not more:  # a silent tail settles the row
+                self._finish(state)
+                return
+            seek += len(audio)
+        request = Request(f"{row.id}\x1fw{state.index}", audio,
+                          replace(state.decoding, timestamps=state.long),
+                          metadata={"row": row.id, "window": state.index})
+        state.index += 1
+        try:
+            self.engine.add_request(request)
+        except ValueError as exc:
+            self._fail(state, f"{row.source}: {exc}")
 
     def _accept(self, out: RequestOutput) -> None:
-        row_id = out.metadata.get("row")
-        state = self.states.get(row_id) if row_id is not None else None
+        state = self.active.get(out.metadata.get("row"))
         if state is None:
-            return  # the row already ended as an error
-        window: Window = out.metadata["window"]
-        state.pieces[window.index] = (window, out)
-        self._maybe_finish(state)
+            return
+        if out.error:
+            self._fail(state, f"{state.row.source}: {out.error}")
+            return
+        state.outs.append(out)
+        start = state.seek / self.sr
+        window_end = (state.seek + state.window_len) / self.sr
+        if not state.long:
+            self._finish(state)
+            return
+        shift = state.row.offset
+        for seg_start, seg_end, text in out.segments or []:
+            end = window_end if seg_end is None else min(start + seg_end, window_end)
+            state.segments.append({"start": shift + start + seg_start, "end": shift + end,
+                                   "text": text})
+        state.texts.append(out.text)
+        advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
+        self._next_window(state, state.seek + max(advance, 1))
 
+    # -- the loop ---------------------------------------------------------------------------
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
         """Yield (output row, reference text) as rows finish."""
-        for out in self.engine.run(self._requests(rows)):
-            if out.error and "row" not in out.metadata:
+        rows = iter(rows)
+        exhausted = False
+        while True:
+            while not exhausted and len(self.active) < self.max_active:
+                row = next(rows, None)
+                if row is None:
+                    exhausted = True
+                    break
+                self._start(row)
+                yield from self._drain()
+            if not self.engine.has_unfinished():
+                if exhausted:
+                    break
                 continue
-            self._accept(out)
+            for out in self.engine.step():
+                self._accept(out)
             yield from self._drain()
-        yield from self._drain()
-        for state in list(self.states.values()):  # windows the engine never returned
-            state.error = state.error or f"{state.row.source}: decoding did not finish"
-            self._maybe_finish(state)
+        for state in list(self.active.values()):  # nothing in flight yet still open: a bug
+            self._fail(state, f"{state.row.source}: decoding did not finish")
         yield from self._drain()
 
     def _drain(self) -> Iterator[tuple[OutputRow, str | None]]:

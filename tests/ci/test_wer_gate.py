@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "librispeech-test-other-70.parquet"
 GATE = ROOT / "ci" / "wer-reference.json"
 KEY = "whisper-tiny.en/greedy/fp32/cpu/librispeech-test-other-70"
+# transformers' greedy output on the same audio (scripts/make_transformers_reference.py).
+REFERENCE = ROOT / "tests" / "fixtures" / "whisper_tiny_en_transformers_70.json"
 
 
 def test_tiny_en_wer_stays_within_the_recorded_gate(tmp_path):
@@ -32,3 +34,17 @@ def test_tiny_en_wer_stays_within_the_recorded_gate(tmp_path):
     assert report["utterances"] == 70 and not report["missing_ids"]
     entry = json.loads(GATE.read_text())[KEY]
     assert abs(100 * report["wer"] - entry["error_rate_pct"]) <= entry["tolerance_pct"]
+
+    # Against transformers' greedy decode of the same weights and audio: WER within 0.3
+    # absolute and identical transcripts on at least 95% of utterances.
+    import pyarrow.parquet as pq
+
+    from oasr.metrics.wer import score
+
+    theirs = json.loads(REFERENCE.read_text())["transcripts"]
+    ours = {r["id"]: r["text"] for r in pq.read_table(hyp, columns=["id", "text"]).to_pylist()}
+    refs = {r["id"]: r["text"]
+            for r in pq.read_table(MANIFEST, columns=["id", "text"]).to_pylist()}
+    assert abs(score(refs, ours).wer - score(refs, theirs).wer) <= 0.003
+    identical = sum(ours[k] == theirs[k] for k in refs) / len(refs)
+    assert identical >= 0.95, f"only {identical:.0%} of transcripts match transformers'"

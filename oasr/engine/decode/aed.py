@@ -16,10 +16,15 @@ from typing import Any, ClassVar
 
 import torch
 
-from oasr.engine.decode.incremental import ArRow, IncrementalArStrategy
+from oasr.engine.decode.incremental import ArRow, GreedyGroup, IncrementalArStrategy
 from oasr.engine.decode.incremental_beam import ArBeamGroup
 from oasr.engine.decode.options import option
 from oasr.engine.decode.sampling import RowSampling
+from oasr.engine.decode.timestamp_rules import (
+    TimestampVocab,
+    apply_timestamp_rules,
+    window_result,
+)
 from oasr.engine.request import Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 
@@ -48,7 +53,7 @@ class AedDecodeStrategy(IncrementalArStrategy):
     name = "aed"
     capability = "aed"
     options_cls = AedOptions
-    selective_options: ClassVar[tuple[str, ...]] = ("task", "language")
+    selective_options: ClassVar[tuple[str, ...]] = ("task", "language", "timestamps")
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or AedOptions(), **kwargs)
@@ -60,6 +65,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
         self._begin_suppress = torch.tensor(sorted(set(cfg.begin_suppress_tokens)),
                                             dtype=torch.long)
         self._id_to_lang = {i: c for c, i in cfg.lang_to_id.items() if i < vocab}
+        self._ts_vocab = None
+        if cfg.no_timestamps_token_id is not None:
+            self._ts_vocab = TimestampVocab(cfg.eos_token_id, cfg.no_timestamps_token_id,
+                                            cfg.no_timestamps_token_id + 1)
         self.beams: list[ArBeamGroup] = []
 
     # -- admission ------------------------------------------------------------------------
@@ -70,6 +79,12 @@ class AedDecodeStrategy(IncrementalArStrategy):
         if self.options.beam_size > 1 and decoding.sampling:
             raise ValueError("sampling (temperature > 0) cannot be combined with beam search; "
                              "set beam_size=1 or temperature=0")
+        if decoding.timestamps and self.options.beam_size > 1:
+            raise ValueError("timestamps (Whisper's timestamp mode) run greedy only; set "
+                             "beam_size=1")
+        if decoding.timestamps and self._ts_vocab is None:
+            raise ValueError("this checkpoint declares no <|notimestamps|> token, so it has no "
+                             "timestamp mode")
         if decoding.n_best is not None and decoding.n_best > self.options.beam_size:
             raise ValueError(f"n_best={decoding.n_best} exceeds beam_size="
                              f"{self.options.beam_size}; raise beam_size")
@@ -98,7 +113,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     def _prompts(self, requests: list[Request], enc: torch.Tensor) -> tuple[torch.Tensor,
                                                                              list[str | None]]:
-        langs: list[str | None] = [r.decoding.language for r in requests]
+        # Reported as the checkpoint spells its codes, whatever case the request used.
+        langs: list[str | None] = [None if r.decoding.language is None
+                                   else r.decoding.language.strip().lower()
+                                   for r in requests]
         if self.cfg.is_multilingual:
             todo = [i for i, lang in enumerate(langs) if lang is None]
             if todo:
@@ -110,6 +128,9 @@ class AedDecodeStrategy(IncrementalArStrategy):
         prompts = [self.cfg.prompt_ids(task=r.decoding.task,
                                        language=langs[i] if self.cfg.is_multilingual else None)
                    for i, r in enumerate(requests)]
+        if requests[0].decoding.timestamps:  # begin_offline prefills the two modes apart
+            nots = self.cfg.no_timestamps_token_id
+            prompts = [[t for t in p if t != nots] for p in prompts]
         return torch.tensor(prompts, device=enc.device), langs
 
     def prefill_rows(self, requests: list[Request], enc: torch.Tensor,
@@ -125,15 +146,27 @@ class AedDecodeStrategy(IncrementalArStrategy):
                     gen = torch.Generator(device=enc.device)
                     gen.manual_seed(d.seed)
                 sampling = RowSampling(d.temperature, d.top_k, d.top_p, gen)
-            rows.append(ArRow(r, self._max_new(d), sampling, {"language": lang}))
-        cap = prompt.shape[1] + max(row.max_new for row in rows)
+            rows.append(ArRow(r, self._max_new(d), sampling,
+                              {"language": lang, "timestamps": d.timestamps}))
+        # Sized on the full SOT sequence so both prompt modes get equal capacity and merge.
+        cap = len(self.cfg.sot_sequence) + max(row.max_new for row in rows)
         logits, state = self.model.decoder.prefill(enc, prompt, cap, enc_lens)
         return logits, state, rows
 
     def begin_offline(self, requests: list[Request], enc: torch.Tensor,
                       enc_lens: torch.Tensor | None) -> None:
         if self.options.beam_size == 1:
-            super().begin_offline(requests, enc, enc_lens)
+            # The two prompt modes differ in length, so they prefill apart (and merge after).
+            for mode in (False, True):
+                idx = [i for i, r in enumerate(requests) if r.decoding.timestamps == mode]
+                if not idx:
+                    continue
+                if len(idx) == len(requests):
+                    super().begin_offline(requests, enc, enc_lens)
+                    return
+                t = torch.tensor(idx, device=enc.device)
+                super().begin_offline([requests[i] for i in idx], enc.index_select(0, t),
+                                      None if enc_lens is None else enc_lens.index_select(0, t))
             return
         logits, state, rows = self.prefill_rows(requests, enc, enc_lens)
         self.beams.append(ArBeamGroup(
@@ -143,11 +176,23 @@ class AedDecodeStrategy(IncrementalArStrategy):
         ))
 
     # -- steps ----------------------------------------------------------------------------
-    def process_logits(self, logits: torch.Tensor, first: bool) -> torch.Tensor:
+    def process_logits(self, logits: torch.Tensor, first: bool,
+                       group: GreedyGroup | None = None) -> torch.Tensor:
         if self._suppress.numel():
             logits = logits.index_fill(1, self._suppress.to(logits.device), float("-inf"))
         if first and self._begin_suppress.numel():
             logits = logits.index_fill(1, self._begin_suppress.to(logits.device), float("-inf"))
+        if group is not None and self._ts_vocab is not None:
+            rows = [i for i, r in enumerate(group.rows) if r.extra.get("timestamps")]
+            if rows:
+                # Timestamp mode reads each row's history back: one sync per step.
+                idx = torch.tensor(rows, device=logits.device)
+                ngen = group.ngen.index_select(0, idx).tolist()
+                out = group.out.index_select(0, idx).tolist()
+                history = [seq[:n] for seq, n in zip(out, ngen)]
+                ruled = apply_timestamp_rules(logits.index_select(0, idx), history,
+                                              self._ts_vocab)
+                logits = logits.index_copy(0, idx, ruled)
         return logits
 
     def advance(self, budget: StepBudget) -> list[RequestOutput]:
@@ -180,6 +225,12 @@ class AedDecodeStrategy(IncrementalArStrategy):
     def finish_row(self, row: ArRow, tokens: list[int], logps: list[float],
                    finish_reason: str) -> RequestOutput:
         text = self.tokenizer.decode(tokens).strip() if self.tokenizer is not None else ""
+        segments = resume = None
+        if row.extra.get("timestamps") and self._ts_vocab is not None:
+            settled, resume = window_result(tokens, self._ts_vocab)
+            segments = [(seg.start, seg.end, self.tokenizer.decode(seg.tokens).strip())
+                        for seg in settled]
+            text = " ".join(seg[2] for seg in segments if seg[2])
         conf = None
         if logps:
             # The mean token posterior: a product would rank long transcripts below short ones.
@@ -190,5 +241,5 @@ class AedDecodeStrategy(IncrementalArStrategy):
         return RequestOutput(
             request_id=row.request.request_id, text=text, token_ids=tokens,
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,
-            metadata=row.request.metadata,
+            segments=segments, resume_at=resume, metadata=row.request.metadata,
         )

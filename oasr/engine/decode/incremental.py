@@ -104,7 +104,8 @@ class IncrementalArStrategy(DecodeStrategy):
                      enc_lens: torch.Tensor | None) -> tuple[torch.Tensor, Any, list[ArRow]]:
         raise NotImplementedError
 
-    def process_logits(self, logits: torch.Tensor, first: bool) -> torch.Tensor:
+    def process_logits(self, logits: torch.Tensor, first: bool,
+                       group: GreedyGroup | None = None) -> torch.Tensor:
         return logits
 
     def finish_row(self, row: ArRow, tokens: list[int], logps: list[float],
@@ -166,7 +167,7 @@ class IncrementalArStrategy(DecodeStrategy):
 
     # -- internals ------------------------------------------------------------------------
     def _emit(self, g: GreedyGroup, logits: torch.Tensor, first: bool) -> None:
-        logits = self.process_logits(logits.float(), first)
+        logits = self.process_logits(logits.float(), first, g)
         sampling = {i: r.sampling for i, r in enumerate(g.rows) if r.sampling is not None}
         tok = select_next_tokens(logits, sampling)
         tok = torch.where(g.done, torch.full_like(tok, self.eos_id), tok)

@@ -75,13 +75,13 @@ def apply_timestamp_rules(logits: torch.Tensor, history: list[list[int]],
 @dataclass
 class TimedSegment:
     start: float  # seconds from the window start
-    end: float
+    end: float | None  # None: the audio ended before the segment closed
     tokens: list[int]
 
 
 def split_segments(tokens: list[int], vocab: TimestampVocab) -> list[TimedSegment]:
     """``<|t0|> text <|t1|> <|t1'|> text <|t2|> ...`` -> segments; text after an unclosed start
-    timestamp becomes a segment ending at ``None``-free ``start`` (the caller clips it)."""
+    timestamp becomes a segment with ``end=None``."""
     ts = vocab.timestamp_begin
     segments: list[TimedSegment] = []
     start: float | None = None
@@ -100,5 +100,30 @@ def split_segments(tokens: list[int], vocab: TimestampVocab) -> list[TimedSegmen
                 start = segments[-1].end if segments else 0.0
             text.append(t)
     if text and start is not None:
-        segments.append(TimedSegment(start, start, text))
+        segments.append(TimedSegment(start, None, text))
     return segments
+
+
+def window_result(tokens: list[int],
+                  vocab: TimestampVocab) -> tuple[list[TimedSegment], float | None]:
+    """The segments a window settles and where the next window should start.
+
+    Whisper's own long-form rule: when the window ends inside a segment (the tokens end with a
+    timestamp pair, then perhaps unfinished text), only the segments closed before it count and
+    the next window starts at the last closed timestamp, so the cut utterance is decoded whole
+    next time. When it ends with a closed segment, or never closes one (an utterance longer
+    than the window), the whole window is settled (``None``); a segment still open at the
+    end then keeps ``end=None`` (it runs to the end of the audio).
+    """
+    segments = split_segments(tokens, vocab)
+    ts = vocab.timestamp_begin
+    stamps = [i for i, t in enumerate(tokens) if t >= ts]
+    pairs = [i for i in stamps if i + 1 < len(tokens) and tokens[i + 1] >= ts]
+    body = [t for t in tokens if t != vocab.eos]
+    single_ending = len(body) >= 2 and body[-1] >= ts and body[-2] < ts
+    if pairs and not single_ending:
+        resume = (tokens[pairs[-1]] - ts) * TIME_PRECISION
+        if resume > 0:
+            closed = [s for s in segments if s.end is not None and s.end <= resume + 1e-6]
+            return closed, resume
+    return segments, None

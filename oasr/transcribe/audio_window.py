@@ -1,0 +1,54 @@
+"""Forward-only windows over a recording decoded in chunks, in bounded memory.
+
+Long-form decoding asks for the window at a sample offset that only ever moves forward (the
+next window starts where the last one settled). ``ForwardAudio`` keeps the samples from the
+current window's start on and forgets everything before it, so a 1-hour file costs about one
+window plus one decoding chunk of memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+
+class ForwardAudio:
+    def __init__(self, chunks: Iterator[np.ndarray]) -> None:
+        self._chunks = chunks
+        self._buf = np.zeros(0, dtype=np.float32)
+        self._start = 0  # recording sample of _buf[0]
+        self._eof = False
+
+    @property
+    def total(self) -> int:
+        """Samples seen so far; the recording's length once the end has been read."""
+        return self._start + len(self._buf)
+
+    def _fill(self, end: int) -> None:
+        while not self._eof and self.total < end:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self._eof = True
+                break
+            self._buf = np.concatenate([self._buf, np.asarray(chunk, dtype=np.float32)])
+
+    def window(self, start: int, length: int) -> np.ndarray:
+        """Samples ``[start, start + length)`` (fewer at the end); forgets what precedes start.
+
+        Raises:
+            ValueError: ``start`` moved backwards.
+        """
+        if start < self._start:
+            raise ValueError(f"windows only move forward ({start} < {self._start})")
+        self._fill(start + length)
+        drop = min(start - self._start, len(self._buf))
+        self._buf = self._buf[drop:]
+        self._start += drop
+        offset = start - self._start
+        return self._buf[offset:offset + length].copy()
+
+    def has_more(self, pos: int) -> bool:
+        """Whether the recording has a sample at ``pos``."""
+        self._fill(pos + 1)
+        return self.total > pos
