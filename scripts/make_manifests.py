@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SRC = Path("/work/shared/data/librispeech-test-other-70")
+DEFAULT_SRC = Path(__file__).resolve().parents[2] / "shared" / "data" / "librispeech-test-other-70"
 DEMO_ROWS = 10
 
 SCHEMA = pa.schema([

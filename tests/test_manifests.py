@@ -13,13 +13,14 @@ import pytest
 
 from oasr.audio import load_audio
 from oasr.io.manifest import iter_manifest
+from tests.helpers.data import SHARED_DATA
 
 REPO = Path(__file__).resolve().parent.parent
 FULL = REPO / "manifests" / "librispeech-test-other-70.parquet"
 DEMO = REPO / "manifests" / "demo.parquet"
 FIXTURE = REPO / "tests" / "fixtures" / "whisper_tiny_en_transformers_70.json"
 # The source the manifests were built from (scripts/make_manifests.py); not in the repo.
-SOURCE_TSV = Path("/work/shared/data/librispeech-test-other-70/transcripts.tsv")
+SOURCE_TSV = SHARED_DATA / "librispeech-test-other-70/transcripts.tsv"
 
 AUDIO_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 LIBRISPEECH_ID = re.compile(r"^\d+-\d+-\d{4}$")

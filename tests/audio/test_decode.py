@@ -22,8 +22,9 @@ from oasr.audio import (
     readers,
 )
 from oasr.audio.resample import resample
+from tests.helpers.data import SHARED_DATA
 
-MISC = Path("/work/shared/data/misc")
+MISC = SHARED_DATA / "misc"
 SR = 16000
 
 

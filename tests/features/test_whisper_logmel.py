@@ -4,7 +4,6 @@ against transformers.audio_utils.mel_filter_bank."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,12 +12,13 @@ import torch
 from oasr.features import FeatureConfig, build_extractor
 from oasr.features.mel import hann_window, mel_filters, mel_filters_np, stft_power
 from oasr.features.whisper_logmel import WHISPER_LOGMEL, whisper_logmel
+from tests.helpers.data import SHARED_DATA
 
 transformers = pytest.importorskip("transformers")
 from transformers import WhisperFeatureExtractor  # noqa: E402
 from transformers.audio_utils import mel_filter_bank  # noqa: E402
 
-SPEECH_DIR = Path("/work/shared/data/librispeech-test-other-70/audio")
+SPEECH_DIR = SHARED_DATA / "librispeech-test-other-70/audio"
 SPEECH_IDS = ["1688-142285-0000", "1688-142285-0002", "1998-15444-0000"]
 WINDOW = 480000
 

@@ -20,8 +20,9 @@ from oasr.io.manifest import (
     iter_manifest,
     passthrough_schema,
 )
+from tests.helpers.data import SHARED_DATA
 
-AUDIO = Path("/work/shared/data/librispeech-test-other-70/audio")
+AUDIO = SHARED_DATA / "librispeech-test-other-70/audio"
 FLACS = sorted(AUDIO.glob("*.flac"))[:3]
 
 

@@ -31,6 +31,7 @@ from oasr.models.loader import LoadedModel
 from oasr.models.whisper.config import WhisperConfig
 from oasr.models.whisper.model import WhisperModel
 from oasr.tokenizers import TokenizerSpec, build_tokenizer
+from tests.helpers.data import SHARED_DATA
 
 VOCAB = 51864
 EOT, SOT, NO_TIMESTAMPS = 50256, 50257, 50362
@@ -41,7 +42,7 @@ MAX_NEW_TOKENS = 4
 MAX_TARGET = 32
 TOKENIZER_SPEC = TokenizerSpec("whisper", {"tokenizer_json": "tokenizer.json"})
 
-DATA = Path("/work/shared/data")
+DATA = SHARED_DATA
 LIBRISPEECH = DATA / "librispeech-test-other-70" / "audio"
 MISC = DATA / "misc"
 

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from oasr.cli.app import app
 from oasr.metrics.wer import score
+from tests.helpers.data import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
-LONGFORM = Path("/work/shared/data/longform") if Path("/work/shared").is_dir() else (
-    ROOT.parent / "shared" / "data" / "longform")
+LONGFORM = SHARED_DATA / "longform"
 PER_UTTERANCE = ROOT / "tests" / "fixtures" / "whisper_tiny_en_transformers_70.json"
 # The first ~4.5 minutes keep the test short while still crossing many window seams.
 SECONDS = 270.0

@@ -20,9 +20,10 @@ from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request
 from oasr.features.whisper_logmel import whisper_logmel
 from oasr.metrics.wer import get_normalizer, score
+from tests.helpers.data import SHARED_DATA
 from tests.helpers.tiny_whisper import torch_threads
 
-DATA = Path("/work/shared/data")
+DATA = SHARED_DATA
 LIBRISPEECH = DATA / "librispeech-test-other-70"
 MISC = DATA / "misc"
 UTTERANCES = ("1688-142285-0002", "1998-15444-0007", "3005-163389-0004")  # 2.5-3.2 s
