@@ -39,12 +39,17 @@ class AedOptions:
                                           "already generating.")
     repetition_guard: int = option(0, doc="Stop a row whose generated tail repeats the same "
                                           "n-gram this many times (0: off).")
+    compact_fraction: float = option(0.25, doc="Compact a decode group (copy out its finished "
+                                               "rows' KV) once this fraction of it finished; "
+                                               "0 compacts at every finish.")
 
     def validate(self) -> None:
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
         if self.eos_check_interval < 1:
             raise ValueError("eos_check_interval must be >= 1")
+        if not 0.0 <= self.compact_fraction <= 1.0:
+            raise ValueError("compact_fraction must be in [0, 1]")
         if self.repetition_guard < 0 or self.repetition_guard == 1:
             raise ValueError("repetition_guard must be 0 (off) or >= 2")
 

@@ -48,17 +48,27 @@ class GreedyGroup:
     done: torch.Tensor  # (B,) bool
     max_new: torch.Tensor  # (B,)
     since_check: int = 0
+    # Rows whose output has gone out; they idle (feeding EOS) until the group is compacted.
+    emitted: list[bool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.emitted:
+            self.emitted = [False] * len(self.rows)
 
     @property
     def size(self) -> int:
         return len(self.rows)
+
+    @property
+    def live(self) -> int:
+        return self.size - sum(self.emitted)
 
     def select(self, idx: list[int], decoder: Any) -> GreedyGroup:
         t = torch.tensor(idx, device=self.last.device)
         return GreedyGroup(
             [self.rows[i] for i in idx], decoder.select(self.state, t),
             self.last[t], self.out[t], self.logp[t], self.ngen[t], self.done[t],
-            self.max_new[t], self.since_check,
+            self.max_new[t], self.since_check, [self.emitted[i] for i in idx],
         )
 
     def merge(self, other: GreedyGroup) -> GreedyGroup:
@@ -67,7 +77,7 @@ class GreedyGroup:
             torch.cat([self.last, other.last]), torch.cat([self.out, other.out]),
             torch.cat([self.logp, other.logp]), torch.cat([self.ngen, other.ngen]),
             torch.cat([self.done, other.done]), torch.cat([self.max_new, other.max_new]),
-            min(self.since_check, other.since_check),
+            min(self.since_check, other.since_check), self.emitted + other.emitted,
         )
 
 
@@ -125,6 +135,10 @@ class IncrementalArStrategy(DecodeStrategy):
     def repetition_guard(self) -> int:
         return int(getattr(self.options, "repetition_guard", 0))
 
+    @property
+    def compact_fraction(self) -> float:
+        return float(getattr(self.options, "compact_fraction", 0.25))
+
     # -- the protocol ---------------------------------------------------------------------
     def begin_offline(self, requests: list[Request], enc: torch.Tensor,
                       enc_lens: torch.Tensor | None) -> None:
@@ -163,7 +177,7 @@ class IncrementalArStrategy(DecodeStrategy):
 
     @property
     def active_rows(self) -> int:
-        return sum(g.size for g in self.groups)
+        return sum(g.live for g in self.groups)
 
     # -- internals ------------------------------------------------------------------------
     def _emit(self, g: GreedyGroup, logits: torch.Tensor, first: bool) -> None:
@@ -191,6 +205,11 @@ class IncrementalArStrategy(DecodeStrategy):
         self._retire(len(self.groups) - 1)
 
     def _retire(self, gi: int) -> None:
+        """Emit the rows that finished; compact the group once enough of it idles.
+
+        Compacting copies every row's KV (the cross half is the whole encoder window), so a
+        finished row idles, feeding EOS, until ``compact_fraction`` of the group has finished.
+        """
         g = self.groups[gi]
         g.since_check = 0
         done = g.done.tolist()
@@ -204,10 +223,12 @@ class IncrementalArStrategy(DecodeStrategy):
                     if copies >= guard and period * copies >= 2 * guard:
                         done[i] = True
                         reasons[i] = "repetition"
-        if not any(done):
+        finished = [i for i, d in enumerate(done) if d and not g.emitted[i]]
+        if not finished:
             return
+        if reasons:
+            g.done[torch.tensor(sorted(reasons), device=g.done.device)] = True
         ngen = g.ngen.tolist()
-        finished = [i for i, d in enumerate(done) if d]
         toks = g.out[finished].tolist()
         lps = g.logp[finished].tolist()
         for j, i in enumerate(finished):
@@ -224,8 +245,9 @@ class IncrementalArStrategy(DecodeStrategy):
             else:
                 reason = "length"
             self._finished.append(self.finish_row(g.rows[i], tokens, logps, reason))
-        keep = [i for i, d in enumerate(done) if not d]
-        if keep:
-            self.groups[gi] = g.select(keep, self.model.decoder)
-        else:
+            g.emitted[i] = True
+        keep = [i for i, e in enumerate(g.emitted) if not e]
+        if not keep:
             del self.groups[gi]
+        elif len(keep) <= (1.0 - self.compact_fraction) * g.size:
+            self.groups[gi] = g.select(keep, self.model.decoder)
