@@ -22,15 +22,6 @@ from oasr.layers.activation import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _oasr_backend():
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
-    yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
-
-
 # Written from the definitions, in float64, independent of the layer code.
 def _sigmoid64(x: torch.Tensor) -> torch.Tensor:
     return 1.0 / (1.0 + torch.exp(-x))

@@ -10,15 +10,6 @@ from oasr.layers import _backend, embedding
 from oasr.layers.embedding import Embedding, VocabParallelEmbedding
 
 
-@pytest.fixture(autouse=True)
-def _oasr_backend():
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
-    yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
-
-
 def _one_hot_lookup64(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     # A lookup is a one-hot row times the table; exact in float64 (one nonzero per row).
     one_hot = torch.nn.functional.one_hot(ids.long(), weight.shape[0]).double()

@@ -6,48 +6,15 @@ torch layers in this file; HF ``Qwen2MLP``.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from torch import nn
 
 from oasr.layers import _backend, ffn
 from oasr.layers.ffn import FeedForward, GatedMLP
+from tests.layers.reference import ACT64, affine64, strided_inputs
 
-
-@pytest.fixture(autouse=True)
-def _oasr_backend():
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
-    yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
-
-
-ACT64 = {
-    "relu": lambda h: torch.where(h > 0, h, torch.zeros_like(h)),
-    "swish": lambda h: h / (1.0 + torch.exp(-h)),
-    "gelu": lambda h: 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0))),
-    "gelu_tanh": lambda h: 0.5 * h * (
-        1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3))
-    ),
-}
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (5e-2, 5e-2)}
-
-
-def _affine64(x, lin):
-    y = x.double() @ lin.weight.double().t()
-    return y if lin.bias is None else y + lin.bias.double()
-
-
-def _inputs(dim: int, dtype: torch.dtype) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(dim)
-    return [
-        torch.randn(1, dim, generator=g).to(dtype),
-        torch.randn(dim, 3, 5, generator=g).to(dtype).permute(1, 2, 0),  # strided last axis
-        torch.randn(2, 3, 2 * dim, generator=g).to(dtype)[..., 1::2],  # sliced
-    ]
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
@@ -56,12 +23,12 @@ def _inputs(dim: int, dtype: torch.dtype) -> list[torch.Tensor]:
 def test_feed_forward_matches_formula(dim, hidden, bias, activation, dtype):
     rtol, atol = TOLERANCES[dtype]
     ff = FeedForward(dim, hidden, activation, bias=bias, dtype=dtype)
-    for x in _inputs(dim, dtype):
+    for x in strided_inputs(dim, dtype):
         y = ff(x)
         assert y.shape == x.shape and y.dtype == dtype
         # the hidden activation is rounded to the layer dtype between the two GEMMs
-        h = ACT64[activation](_affine64(x, ff.w_1)).to(dtype)
-        torch.testing.assert_close(y.double(), _affine64(h, ff.w_2), rtol=rtol, atol=atol)
+        h = ACT64[activation](affine64(x, ff.w_1)).to(dtype)
+        torch.testing.assert_close(y.double(), affine64(h, ff.w_2), rtol=rtol, atol=atol)
         assert torch.equal(ff.forward_native(x), y)
 
 
@@ -90,9 +57,9 @@ def test_feed_forward_loads_wenet_layout_with_identical_output(activation, torch
 
 
 def _gated64(x, mlp, activation):
-    gated = ACT64[activation](_affine64(x, mlp.gate_proj)).to(x.dtype).double()
-    up = _affine64(x, mlp.up_proj).to(x.dtype).double()
-    return _affine64((gated * up).to(x.dtype), mlp.down_proj)
+    gated = ACT64[activation](affine64(x, mlp.gate_proj)).to(x.dtype).double()
+    up = affine64(x, mlp.up_proj).to(x.dtype).double()
+    return affine64((gated * up).to(x.dtype), mlp.down_proj)
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
@@ -101,7 +68,7 @@ def _gated64(x, mlp, activation):
 def test_gated_mlp_matches_formula(dim, hidden, bias, activation, dtype):
     rtol, atol = TOLERANCES[dtype]
     mlp = GatedMLP(dim, hidden, activation, bias=bias, dtype=dtype)
-    for x in _inputs(dim, dtype):
+    for x in strided_inputs(dim, dtype):
         y = mlp(x)
         assert y.shape == x.shape and y.dtype == dtype
         torch.testing.assert_close(y.double(), _gated64(x, mlp, activation), rtol=rtol,

@@ -6,8 +6,6 @@ checkpoints and outputs.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from torch import nn
@@ -20,40 +18,9 @@ from oasr.layers.linear import (
     PointwiseConv1d,
     RowParallelLinear,
 )
+from tests.layers.reference import ACT64, affine64, strided_inputs
 
-
-@pytest.fixture(autouse=True)
-def _oasr_backend():
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
-    yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
-
-
-ACT64 = {
-    "relu": lambda h: torch.where(h > 0, h, torch.zeros_like(h)),
-    "swish": lambda h: h / (1.0 + torch.exp(-h)),
-    "gelu": lambda h: 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0))),
-    "gelu_tanh": lambda h: 0.5 * h * (
-        1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3))
-    ),
-}
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 5e-2)}
-
-
-def _affine64(x, layer):
-    y = x.double() @ layer.weight.double().t()
-    return y if layer.bias is None else y + layer.bias.double()
-
-
-def _inputs(n_in: int, dtype: torch.dtype) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(n_in)
-    return [
-        torch.randn(1, n_in, generator=g).to(dtype),
-        torch.randn(n_in, 3, 5, generator=g).to(dtype).permute(1, 2, 0),  # strided last axis
-        torch.randn(2, 3, 2 * n_in, generator=g).to(dtype)[..., 1::2],  # sliced
-    ]
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
@@ -64,10 +31,10 @@ def test_linear_matches_formula(n_in, n_out, bias, dtype):
     lin = Linear(n_in, n_out, bias=bias, dtype=dtype)
     assert lin.weight.shape == (n_out, n_in)
     assert (lin.bias is None) == (not bias)
-    for x in _inputs(n_in, dtype):
+    for x in strided_inputs(n_in, dtype):
         y = lin(x)
         assert y.shape == (*x.shape[:-1], n_out) and y.dtype == dtype
-        torch.testing.assert_close(y.double(), _affine64(x, lin), rtol=rtol, atol=atol)
+        torch.testing.assert_close(y.double(), affine64(x, lin), rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
@@ -75,9 +42,9 @@ def test_linear_matches_formula(n_in, n_out, bias, dtype):
 def test_linear_activation_matches_formula(activation, dtype):
     rtol, atol = TOLERANCES[dtype]
     lin = LinearActivation(17, 129, activation, dtype=dtype)
-    for x in _inputs(17, dtype):
+    for x in strided_inputs(17, dtype):
         # the GEMM result is rounded to the layer dtype before the epilogue
-        expected = ACT64[activation](_affine64(x, lin).to(dtype).double())
+        expected = ACT64[activation](affine64(x, lin).to(dtype).double())
         torch.testing.assert_close(lin(x).double(), expected, rtol=rtol, atol=atol)
 
 
@@ -123,7 +90,7 @@ def test_pointwise_conv1d_loads_conv1d_k1_state_dict(c_in, c_out, bias):
         torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
     else:
         assert torch.equal(y, expected)
-    torch.testing.assert_close(y.double(), _affine64(x, ours), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(y.double(), affine64(x, ours), rtol=1e-5, atol=1e-5)
 
 
 def test_linear_routes_with_its_activation(monkeypatch):

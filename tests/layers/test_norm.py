@@ -30,15 +30,6 @@ TOLERANCES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _oasr_backend():
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
-    yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
-
-
 def _layer_norm64(x, weight, bias, eps):
     x = x.double()
     mean = x.mean(-1, keepdim=True)

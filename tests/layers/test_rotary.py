@@ -21,15 +21,6 @@ from oasr.layers.rotary import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _oasr_backend():
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
-    yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
-
-
 def _hf_rotary(head_dim: int, base: float) -> hf.Qwen2RotaryEmbedding:
     heads = 3
     config = Qwen2Config(hidden_size=heads * head_dim, num_attention_heads=heads,
