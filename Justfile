@@ -22,6 +22,6 @@ lint:
 demo:
     {{venv}}/bin/oasr transcribe manifests/demo.parquet -o demo.parquet
 
-# Benchmark on the shared LibriSpeech manifest (see docs/benchmarks.md).
+# CPU benchmark against transformers on the 70 bundled utterances (see benchmarks/README.md).
 bench *ARGS:
-    {{venv}}/bin/oasr bench manifests/librispeech-test-other-70.parquet {{ARGS}}
+    {{py}} benchmarks/cpu_transcribe_vs_transformers.py {{ARGS}}

@@ -1,0 +1,159 @@
+"""Whisper on a GPU: our engine against transformers' ``generate``, same audio, one process.
+
+The baseline the GPU fast path is measured against: our engine as it stands (dense decoder KV,
+eager steps) and transformers' ``WhisperForConditionalGeneration.generate`` (fp16, SDPA, greedy,
+the checkpoint's suppression), at each batch size, on the bundled LibriSpeech utterances
+repeated to at least ``--minutes`` of audio. Batch 1 runs on one pass of the utterances.
+
+    python benchmarks/gpu_engine_vs_transformers.py --bundle DIR --audio audio70.npz \\
+        --out results.json
+
+``--audio`` is an ``.npz`` with ``ids``, ``lengths`` and ``samples`` (int16, 16 kHz, the
+utterances concatenated), so the GPU host needs no audio decoder. Transcripts of the first pass
+are written too, to score here (WER needs the normalizer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from make_transformers_reference import (  # noqa: E402
+    build_transformers_whisper,
+    suppress_processors,
+)
+
+SR = 16000
+
+
+def load_audio(path: Path) -> list[tuple[str, np.ndarray]]:
+    data = np.load(path)
+    out, pos = [], 0
+    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist(), strict=True):
+        out.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
+        pos += n
+    return out
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def run_ours(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int) -> dict[str, Any]:
+    from oasr.engine.config import EngineConfig
+    from oasr.engine.engine import ASREngine
+    from oasr.engine.request import Request
+
+    eng = ASREngine(EngineConfig(device="cuda", dtype="fp16", max_batch_size=batch,
+                                 max_decode_slots=max(256, batch)), loaded=lm)
+    list(eng.run([Request("warm", rows[0][1])]))
+    requests = [Request(uid, audio) for uid, audio in rows]
+    torch.cuda.reset_peak_memory_stats()
+    sync()
+    t0 = time.perf_counter()
+    done: dict[str, float] = {}
+    texts: dict[str, str] = {}
+    tokens = 0
+    for out in eng.run(requests):
+        done[out.request_id] = time.perf_counter() - t0
+        texts[out.request_id] = out.text
+        tokens += len(out.token_ids)
+    sync()
+    return {"wall_s": time.perf_counter() - t0, "texts": texts, "tokens": tokens,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+
+
+def run_transformers(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int
+                     ) -> dict[str, Any]:
+    import transformers
+
+    model, gen = build_transformers_whisper(lm)
+    model = model.to("cuda", torch.float16).eval()
+    model.config._attn_implementation = "sdpa"
+    procs = suppress_processors(lm)
+    for p in procs:
+        p.mask = p.mask.cuda()
+    c = lm.model.config
+    fe = transformers.WhisperFeatureExtractor(feature_size=c.n_mels, sampling_rate=SR)
+    prompt = list(c.sot_sequence)
+
+    def decode(audios: list[np.ndarray]) -> tuple[list[str], int]:
+        feats = fe(audios, sampling_rate=SR, return_tensors="pt").input_features
+        feats = feats.to("cuda", torch.float16)
+        p = torch.tensor([prompt] * len(audios), device="cuda")
+        ids = model.generate(feats, decoder_input_ids=p, generation_config=gen,
+                             logits_processor=procs).tolist()
+        texts, n = [], 0
+        for row in ids:
+            # Some transformers releases return the prompt with the sequence, others do not.
+            row = row[len(prompt):] if row[:len(prompt)] == prompt else row
+            row = row[:row.index(c.eos_token_id)] if c.eos_token_id in row else row
+            n += len(row)
+            texts.append(lm.tokenizer.decode(row).strip())
+        return texts, n
+
+    with torch.inference_mode():
+        decode([rows[0][1]])
+        torch.cuda.reset_peak_memory_stats()
+        sync()
+        t0 = time.perf_counter()
+        texts: dict[str, str] = {}
+        tokens = 0
+        for i in range(0, len(rows), batch):
+            chunk = rows[i:i + batch]
+            out, n = decode([a for _, a in chunk])
+            tokens += n
+            texts.update({uid: t for (uid, _), t in zip(chunk, out, strict=True)})
+        sync()
+    return {"wall_s": time.perf_counter() - t0, "texts": texts, "tokens": tokens,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bundle", type=Path, required=True)
+    ap.add_argument("--audio", type=Path, required=True)
+    ap.add_argument("--batch-sizes", default="1,16,64")
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    from oasr.models.loader import load_pretrained
+
+    lm = load_pretrained(str(args.bundle))
+    base = load_audio(args.audio)
+    base_s = sum(len(a) for _, a in base) / SR
+    reps = max(1, int(np.ceil(args.minutes * 60 / base_s)))
+    many = [(f"{uid}#{r}", a) for r in range(reps) for uid, a in base]
+    results: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "utterances": len(base), "repeats": reps, "runs": [], "transcripts": {},
+    }
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        rows = base if batch == 1 else many
+        audio_s = sum(len(a) for _, a in rows) / SR
+        for name, fn in (("ours", run_ours), ("transformers", run_transformers)):
+            r = fn(lm, rows, batch)
+            entry = {"system": name, "batch": batch, "audio_s": round(audio_s, 2),
+                     "wall_s": round(r["wall_s"], 3), "rtfx": round(audio_s / r["wall_s"], 1),
+                     "tokens_per_s": round(r["tokens"] / r["wall_s"], 1),
+                     "peak_gib": round(r["peak_gib"], 3)}
+            results["runs"].append(entry)
+            print(json.dumps(entry), flush=True)
+            key = f"{name}/{batch}"
+            results["transcripts"][key] = {uid: t for uid, t in r["texts"].items()
+                                           if uid.endswith("#0") or "#" not in uid}
+    args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
