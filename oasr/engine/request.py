@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 # Options that change *what* is decoded: a family must declare it can act on them.
-SELECTIVE_OPTIONS = ("task", "language", "timestamps", "word_timestamps")
+SELECTIVE_OPTIONS = ("task", "language", "prompt", "timestamps", "word_timestamps")
 
 
 @dataclass

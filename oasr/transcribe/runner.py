@@ -132,7 +132,7 @@ class Transcriber:
         chunks = iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
                                    offset=row.offset, duration=row.duration)
         decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task)
+                                   task=row.task or self.options.task, prompt=row.prompt)
         state = _RowState(row, ForwardAudio(chunks), decoding)
         self.active[row.id] = state
         self._next_window(state, 0)

@@ -72,6 +72,7 @@ def test_decoding_options_validate():
         with pytest.raises(ValueError):
             DecodingOptions(**bad).validate()
     assert DecodingOptions(task="translate", language="es").set_selective() == ["task", "language"]
+    assert DecodingOptions(prompt="context").set_selective() == ["prompt"]
 
 
 def test_step_budget_step_cap_and_deadline():

@@ -210,6 +210,12 @@ def test_word_timestamps_are_refused_at_admission(tiny):
     assert "aed" in outs["0"].error and outs["1"].error is None
 
 
+def test_a_text_prompt_is_refused_rather_than_ignored(tiny):
+    engine = ASREngine(EngineConfig(device="cpu"), loaded=tiny.loaded)
+    with pytest.raises(ValueError, match="cannot act on 'prompt'"):
+        engine.add_request(Request("x", _audio(1)[0], DecodingOptions(prompt="Mr. Quilter")))
+
+
 def test_beam_refuses_sampling_and_n_best_past_the_beam(tiny):
     engine = ASREngine(EngineConfig(device="cpu", decode_options={"beam_size": 2}),
                        loaded=tiny.loaded)
