@@ -16,9 +16,55 @@ once at prefill).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+
+def compaction_moves(idx: torch.Tensor, batch: int) -> list[tuple[int, int]] | None:
+    """The (destination, source) row moves that realise ``select(idx)`` in place, or None.
+
+    In place is possible when ``idx`` keeps distinct rows and every row that moves comes from
+    beyond the new size (a swap-remove compaction), so no source is overwritten before it is
+    read. Beam reorders (repeated parents) are not of that form and take a fresh copy.
+    """
+    order = idx.tolist()
+    n = len(order)
+    if n > batch or len(set(order)) != n:
+        return None
+    moves = [(p, src) for p, src in enumerate(order) if p != src]
+    return moves if all(src >= n for _, src in moves) else None
+
+
+def _move_rows(tensors: list[torch.Tensor], moves: list[tuple[int, int]], n: int
+               ) -> list[torch.Tensor]:
+    if moves:
+        dst = torch.tensor([d for d, _ in moves], device=tensors[0].device)
+        src = torch.tensor([s for _, s in moves], device=tensors[0].device)
+        for t in tensors:
+            t[dst] = t[src]
+    return [t[:n] for t in tensors]
+
+
+def append_rows(views: list[torch.Tensor], stores: list[torch.Tensor] | None,
+                extra: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Rows of ``extra`` after the rows of ``views``: (new views, new stores).
+
+    ``stores`` are the tensors the views are the leading rows of. When they have room only the
+    new rows are copied; otherwise the rows move into stores with room for as many again, so a
+    group absorbing micro-batch after micro-batch copies each row a bounded number of times
+    rather than once per merge (the cross half of a row is the whole encoder window).
+    """
+    n, m = views[0].shape[0], extra[0].shape[0]
+    if stores is None or stores[0].shape[0] < n + m:
+        cap = 2 * (n + m)
+        stores = [torch.empty((cap, *v.shape[1:]), dtype=v.dtype, device=v.device)
+                  for v in views]
+        for store, v in zip(stores, views):
+            store[:n] = v
+    for store, e in zip(stores, extra):
+        store[n:n + m] = e
+    return [store[:n + m] for store in stores], stores
 
 
 @dataclass
@@ -32,6 +78,9 @@ class DenseKv:
     # Host-side upper bound of ``lens`` so attention reads only the filled prefix without a
     # device sync (every row advances by one key per step).
     max_len: int
+    # The storage k/v are the leading rows of (room to absorb merged groups), if larger.
+    stores: tuple[list[torch.Tensor], list[torch.Tensor]] | None = field(default=None,
+                                                                          repr=False)
 
     @classmethod
     def allocate(cls, layers: int, batch: int, heads: int, cap: int, head_dim: int,
@@ -90,6 +139,13 @@ class DenseKv:
         return self.k[layer][:, :, : self.max_len], self.v[layer][:, :, : self.max_len]
 
     def select(self, idx: torch.Tensor) -> DenseKv:
+        moves = compaction_moves(idx, self.batch)
+        if moves is not None:  # compaction: copy only the rows that move
+            n = idx.numel()
+            return DenseKv(_move_rows(self.k, moves, n), _move_rows(self.v, moves, n),
+                           self.lens.index_select(0, idx),
+                           None if self.starts is None else self.starts.index_select(0, idx),
+                           self.max_len, self.stores)
         return DenseKv(
             [t.index_select(0, idx) for t in self.k],
             [t.index_select(0, idx) for t in self.v],
@@ -102,14 +158,15 @@ class DenseKv:
         return self.capacity == other.capacity and (self.starts is None) == (other.starts is None)
 
     def merge(self, other: DenseKv) -> DenseKv:
+        """This group's rows then ``other``'s; ``self``'s storage may be reused in place."""
         if not self.can_merge(other):
             raise ValueError("dense KV groups with different capacities or padding cannot merge")
+        k, k_store = append_rows(self.k, self.stores[0] if self.stores else None, other.k)
+        v, v_store = append_rows(self.v, self.stores[1] if self.stores else None, other.v)
         return DenseKv(
-            [torch.cat(p) for p in zip(self.k, other.k)],
-            [torch.cat(p) for p in zip(self.v, other.v)],
-            torch.cat([self.lens, other.lens]),
+            k, v, torch.cat([self.lens, other.lens]),
             None if self.starts is None else torch.cat([self.starts, other.starts]),
-            max(self.max_len, other.max_len),
+            max(self.max_len, other.max_len), (k_store, v_store),
         )
 
 
@@ -120,8 +177,16 @@ class CrossKv:
     k: list[torch.Tensor]
     v: list[torch.Tensor]
     lens: torch.Tensor | None  # None: every row reads the whole window
+    stores: tuple[list[torch.Tensor], list[torch.Tensor]] | None = field(default=None,
+                                                                          repr=False)
 
     def select(self, idx: torch.Tensor) -> CrossKv:
+        moves = compaction_moves(idx, self.k[0].shape[0])
+        if moves is not None:  # compaction: copy only the rows that move
+            n = idx.numel()
+            return CrossKv(_move_rows(self.k, moves, n), _move_rows(self.v, moves, n),
+                           None if self.lens is None else self.lens.index_select(0, idx),
+                           self.stores)
         return CrossKv([t.index_select(0, idx) for t in self.k],
                        [t.index_select(0, idx) for t in self.v],
                        None if self.lens is None else self.lens.index_select(0, idx))
@@ -135,11 +200,13 @@ class CrossKv:
         return self.width == other.width and (self.lens is None) == (other.lens is None)
 
     def merge(self, other: CrossKv) -> CrossKv:
+        """This group's rows then ``other``'s; ``self``'s storage may be reused in place."""
         if not self.can_merge(other):
             raise ValueError("cross-attention windows of different widths cannot merge (dense)")
-        return CrossKv([torch.cat(p) for p in zip(self.k, other.k)],
-                       [torch.cat(p) for p in zip(self.v, other.v)],
-                       None if self.lens is None else torch.cat([self.lens, other.lens]))
+        k, k_store = append_rows(self.k, self.stores[0] if self.stores else None, other.k)
+        v, v_store = append_rows(self.v, self.stores[1] if self.stores else None, other.v)
+        return CrossKv(k, v, None if self.lens is None else torch.cat([self.lens, other.lens]),
+                       (k_store, v_store))
 
 
 @dataclass

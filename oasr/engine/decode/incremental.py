@@ -246,8 +246,12 @@ class IncrementalArStrategy(DecodeStrategy):
                 reason = "length"
             self._finished.append(self.finish_row(g.rows[i], tokens, logps, reason))
             g.emitted[i] = True
-        keep = [i for i, e in enumerate(g.emitted) if not e]
-        if not keep:
+        live = [i for i, e in enumerate(g.emitted) if not e]
+        if not live:
             del self.groups[gi]
-        elif len(keep) <= (1.0 - self.compact_fraction) * g.size:
-            self.groups[gi] = g.select(keep, self.model.decoder)
+        elif len(live) <= (1.0 - self.compact_fraction) * g.size:
+            # Swap-remove: live rows from the tail fill the holes, so only they move.
+            n = len(live)
+            tail = iter(i for i in live if i >= n)
+            order = [next(tail) if g.emitted[p] else p for p in range(n)]
+            self.groups[gi] = g.select(order, self.model.decoder)
