@@ -48,13 +48,15 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def run_ours(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int) -> dict[str, Any]:
+def run_ours(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int,
+             options: dict[str, str] | None = None) -> dict[str, Any]:
     from oasr.engine.config import EngineConfig
     from oasr.engine.engine import ASREngine
     from oasr.engine.request import Request
 
     eng = ASREngine(EngineConfig(device="cuda", dtype="fp16", max_batch_size=batch,
-                                 max_decode_slots=max(256, batch)), loaded=lm)
+                                 max_decode_slots=max(256, batch),
+                                 decode_options=dict(options or {})), loaded=lm)
     list(eng.run([Request("warm", rows[0][1])]))
     requests = [Request(uid, audio) for uid, audio in rows]
     torch.cuda.reset_peak_memory_stats()
@@ -72,8 +74,8 @@ def run_ours(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int) -> dict[st
             "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
 
 
-def run_transformers(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int
-                     ) -> dict[str, Any]:
+def run_transformers(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int,
+                     options: dict[str, str] | None = None) -> dict[str, Any]:
     import transformers
 
     model, gen = build_transformers_whisper(lm)
@@ -125,7 +127,14 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="1,16,64")
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--variant", action="append", default=[],
+                    help="an extra run of ours: name:k=v,k=v (decode options)")
     args = ap.parse_args()
+    variants: list[tuple[str, Any, dict[str, str]]] = [("ours", run_ours, {})]
+    for v in args.variant:
+        name, _, opts = v.partition(":")
+        variants.append((name, run_ours, dict(kv.split("=", 1) for kv in opts.split(",") if kv)))
+    variants.append(("transformers", run_transformers, {}))
 
     from oasr.models.loader import load_pretrained
 
@@ -141,9 +150,10 @@ def main() -> None:
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         rows = base if batch == 1 else many
         audio_s = sum(len(a) for _, a in rows) / SR
-        for name, fn in (("ours", run_ours), ("transformers", run_transformers)):
-            r = fn(lm, rows, batch)
-            entry = {"system": name, "batch": batch, "audio_s": round(audio_s, 2),
+        for name, fn, opts in variants:
+            r = fn(lm, rows, batch, opts)
+            entry = {"system": name, "options": opts, "batch": batch,
+                     "audio_s": round(audio_s, 2),
                      "wall_s": round(r["wall_s"], 3), "rtfx": round(audio_s / r["wall_s"], 1),
                      "tokens_per_s": round(r["tokens"] / r["wall_s"], 1),
                      "peak_gib": round(r["peak_gib"], 3)}
