@@ -93,14 +93,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
         if decoding.n_best is not None and decoding.n_best > self.options.beam_size:
             raise ValueError(f"n_best={decoding.n_best} exceeds beam_size="
                              f"{self.options.beam_size}; raise beam_size")
-        max_new = self._max_new(decoding)
-        if len(self.cfg.sot_sequence) + max_new > self.cfg.max_target_positions:
-            raise ValueError(
-                f"max_new_tokens={max_new} plus the prompt exceeds Whisper's "
-                f"{self.cfg.max_target_positions} decoder positions"
-            )
 
     def _max_new(self, decoding: Any) -> int:
+        """The request's cap: it lowers the engine's and the decoder's, never raises them (a
+        larger request is clamped and ends with finish_reason "length")."""
         engine_cap = self.engine_config.max_new_tokens if self.engine_config else 224
         cap = min(engine_cap, self.cfg.max_target_positions - len(self.cfg.sot_sequence))
         return cap if decoding.max_new_tokens is None else min(cap, decoding.max_new_tokens)
