@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from make_transformers_reference import (  # noqa: E402
-    build_transformers_whisper,
-    suppress_processors,
-)
+from oasr.bench.peers import TransformersWhisper
 
 SR = 16000
 
@@ -76,33 +71,9 @@ def run_ours(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int,
 
 def run_transformers(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int,
                      options: dict[str, str] | None = None) -> dict[str, Any]:
-    import transformers
-
-    model, gen = build_transformers_whisper(lm)
-    model = model.to("cuda", torch.float16).eval()
-    model.config._attn_implementation = "sdpa"
-    procs = suppress_processors(lm)
-    for p in procs:
-        p.mask = p.mask.cuda()
-    c = lm.model.config
-    fe = transformers.WhisperFeatureExtractor(feature_size=c.n_mels, sampling_rate=SR)
-    prompt = list(c.sot_sequence)
-
-    def decode(audios: list[np.ndarray]) -> tuple[list[str], int]:
-        feats = fe(audios, sampling_rate=SR, return_tensors="pt").input_features
-        feats = feats.to("cuda", torch.float16)
-        p = torch.tensor([prompt] * len(audios), device="cuda")
-        ids = model.generate(feats, decoder_input_ids=p, generation_config=gen,
-                             logits_processor=procs).tolist()
-        texts, n = [], 0
-        for row in ids:
-            # Some transformers releases return the prompt with the sequence, others do not.
-            row = row[len(prompt):] if row[:len(prompt)] == prompt else row
-            row = row[:row.index(c.eos_token_id)] if c.eos_token_id in row else row
-            n += len(row)
-            texts.append(lm.tokenizer.decode(row).strip())
-        return texts, n
-
+    tw = TransformersWhisper(lm, device="cuda", dtype=torch.float16,
+                             attn_implementation="sdpa")
+    decode = tw.transcribe_with_counts
     with torch.inference_mode():
         decode([rows[0][1]])
         torch.cuda.reset_peak_memory_stats()

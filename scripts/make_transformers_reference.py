@@ -5,7 +5,8 @@ packaged Whisper tiny.en), loaded into transformers' ``WhisperForConditionalGene
 reference then differs from our engine only in the implementation, never in the checkpoint.
 Decoding is greedy, fp32, on CPU, with our config's prompt and suppression lists (applied by a
 precomputed-mask ``LogitsProcessor``, same tokens as transformers' own) and
-``max_new_tokens=224``; features come from transformers' ``WhisperFeatureExtractor``.
+``max_new_tokens=224``; features come from transformers' ``WhisperFeatureExtractor``. The peer
+itself (``TransformersWhisper``) lives in ``oasr.bench.peers``, shared with ``oasr bench``.
 
 Writes ``tests/fixtures/whisper_tiny_en_transformers_70.json``:
 ``{"model", "transformers_version", "command", "transcripts": {id: text}}``, text decoded
@@ -31,10 +32,17 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
+from oasr.bench.peers import (  # noqa: F401  (re-exported for the benchmarks)
+    MAX_NEW_TOKENS,
+    SuppressMask,
+    TransformersWhisper,
+    build_transformers_whisper,
+    suppress_processors,
+)
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MANIFEST = REPO / "manifests" / "librispeech-test-other-70.parquet"
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "whisper_tiny_en_transformers_70.json"
-MAX_NEW_TOKENS = 224
 
 
 def dumps(obj: Any) -> str:
@@ -56,125 +64,6 @@ def read_manifest(path: Path) -> list[tuple[str, np.ndarray, float, str]]:
     for row in table.to_pylist():
         out.append((row["id"], load_audio(row["audio"]["bytes"]), row["duration"], row["text"]))
     return out
-
-
-class SuppressMask:
-    """A ``LogitsProcessor`` setting ``ids`` to -inf (at every step, or only at ``begin_index``).
-
-    transformers' own ``SuppressTokens*LogitsProcessor`` rebuild their mask with ``torch.isin``
-    on every step, which on a busy two-core CPU costs more than the decoder step itself; the
-    mask is the same, so this one is built once.
-    """
-
-    def __init__(self, ids: list[int], vocab_size: int, begin_index: int | None = None) -> None:
-        self.mask = torch.zeros(vocab_size, dtype=torch.bool)
-        self.mask[torch.tensor(sorted(set(ids)), dtype=torch.long)] = True
-        self.begin_index = begin_index
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        # input_ids: (B, L) tokens so far; scores: (B, V) next-token logits.
-        if self.begin_index is not None and input_ids.shape[1] != self.begin_index:
-            return scores
-        return scores.masked_fill(self.mask.to(scores.device), float("-inf"))
-
-
-def build_transformers_whisper(lm: Any) -> tuple[Any, Any]:
-    """(WhisperForConditionalGeneration, GenerationConfig) holding ``lm``'s weights, fp32, eval.
-
-    Suppression is not in the generation config: ``suppress_processors`` supplies it.
-    """
-    import transformers
-
-    c = lm.model.config
-    hf_config = transformers.WhisperConfig(
-        vocab_size=c.vocab_size,
-        num_mel_bins=c.n_mels,
-        d_model=c.d_model,
-        encoder_layers=c.encoder_layers,
-        encoder_attention_heads=c.encoder_attention_heads,
-        decoder_layers=c.decoder_layers,
-        decoder_attention_heads=c.decoder_attention_heads,
-        encoder_ffn_dim=c.encoder_ffn_dim,
-        decoder_ffn_dim=c.decoder_ffn_dim,
-        max_source_positions=c.max_source_positions,
-        max_target_positions=c.max_target_positions,
-        decoder_start_token_id=c.decoder_start_token_id,
-        bos_token_id=c.decoder_start_token_id,
-        eos_token_id=c.eos_token_id,
-        pad_token_id=c.pad_token_id,
-        # Suppression comes from ``suppress_processors``; None keeps transformers' defaults out.
-        suppress_tokens=None,
-        begin_suppress_tokens=None,
-        tie_word_embeddings=True,
-    )
-    model = transformers.WhisperForConditionalGeneration(hf_config)
-    state = {"model." + k: v for k, v in lm.model.state_dict().items()}
-    state["proj_out.weight"] = state["model.decoder.embed_tokens.weight"]
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise RuntimeError(f"weight names do not match: missing={missing} "
-                           f"unexpected={unexpected}")
-    model = model.float().eval()
-
-    gen = transformers.GenerationConfig(
-        decoder_start_token_id=c.decoder_start_token_id,
-        bos_token_id=c.decoder_start_token_id,
-        eos_token_id=c.eos_token_id,
-        pad_token_id=c.pad_token_id,
-        no_timestamps_token_id=c.no_timestamps_token_id,
-        is_multilingual=c.is_multilingual,
-        max_new_tokens=MAX_NEW_TOKENS,
-        num_beams=1,
-        do_sample=False,
-        return_timestamps=False,
-    )
-    model.generation_config = gen
-    return model, gen
-
-
-def suppress_processors(lm: Any) -> Any:
-    """Our config's ``suppress_tokens`` (every step) and ``begin_suppress_tokens`` (first step)."""
-    import transformers
-
-    c = lm.model.config
-    procs = []
-    if c.suppress_tokens:
-        procs.append(SuppressMask(list(c.suppress_tokens), c.vocab_size))
-    if c.begin_suppress_tokens:
-        procs.append(SuppressMask(list(c.begin_suppress_tokens), c.vocab_size,
-                                  begin_index=len(c.sot_sequence)))
-    return transformers.LogitsProcessorList(procs)
-
-
-class TransformersWhisper:
-    """Greedy batch transcription with transformers (features included)."""
-
-    def __init__(self, lm: Any) -> None:
-        import transformers
-
-        self.lm = lm
-        self.model, self.gen = build_transformers_whisper(lm)
-        self.processors = suppress_processors(lm)
-        c = lm.model.config
-        self.fe = transformers.WhisperFeatureExtractor(
-            feature_size=c.n_mels, sampling_rate=lm.feature_config.sample_rate
-        )
-        self.prompt = list(c.sot_sequence)
-
-    @torch.inference_mode()
-    def transcribe(self, audios: list[np.ndarray]) -> list[str]:
-        feats = self.fe(audios, sampling_rate=self.fe.sampling_rate,
-                        return_tensors="pt").input_features  # (B, n_mels, 3000)
-        prompt = torch.tensor([self.prompt] * len(audios), dtype=torch.long)
-        ids = self.model.generate(feats, decoder_input_ids=prompt, generation_config=self.gen,
-                                  logits_processor=self.processors)  # (B, L)
-        eos = self.gen.eos_token_id
-        texts = []
-        for row in ids.tolist():
-            row = row[len(self.prompt):] if row[:len(self.prompt)] == self.prompt else row
-            row = row[:row.index(eos)] if eos in row else row
-            texts.append(self.lm.tokenizer.decode(row).strip())
-        return texts
 
 
 def main() -> None:

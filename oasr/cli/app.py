@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from oasr.cli.bench import bench_command
 from oasr.cli.convert import convert_command
 from oasr.cli.gaps import gaps_command
 from oasr.cli.models import models_command
@@ -22,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+app.command("bench")(bench_command)
 app.command("convert")(convert_command)
 app.command("gaps")(gaps_command)
 app.command("models")(models_command)

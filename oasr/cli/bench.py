@@ -1,0 +1,197 @@
+"""``oasr bench MANIFEST``: our engine (and optionally a peer) at each batch size, one process.
+
+Exit codes: 0 measured; 2 bad input (unknown peer, peer not installed, unreadable manifest,
+``--plot`` without matplotlib).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+
+__all__ = ["bench_command"]
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def bench_command(
+    manifest: str = typer.Argument(
+        ..., help="A Parquet/Arrow/JSONL manifest (or audio files/glob); its text column, when "
+        "present, gives the references for WER."),
+    model: str = typer.Option(
+        "", "--model", "-m", help="A bundle, checkpoint folder, installed model package or Hub "
+        "id (default: the packaged Whisper tiny.en)."),
+    compare: list[str] = typer.Option(
+        [], "--compare", help="A peer to run on the same audio at each batch size: "
+        "transformers. Repeatable."),
+    batch_size: list[int] = typer.Option(
+        [], "--batch-size", "-b", help="A batch size to measure (repeatable; default 1 and 16)."),
+    device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16."),
+    repeat_minutes: float | None = typer.Option(
+        None, "--repeat-minutes", min=0.0, help="Repeat the clips (whole passes) until at least "
+        "this many minutes of audio per run (default: one pass)."),
+    max_new_tokens: int = typer.Option(
+        224, "--max-new-tokens", min=1, help="Token cap per request, for every system."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write every measurement (and the setup) to this JSON file."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Draw RTFx against batch size per system into this PNG "
+        "(needs matplotlib)."),
+) -> None:
+    """Measure RTFx, latency p50/p90/p99, tokens/s, peak memory and WER per system and batch.
+
+    Audio is decoded before timing. Ours: the engine's latency of a request runs from when the
+    engine takes it to when it finishes. A peer: a request's latency is its batch's wall time.
+    WER is scored on the first pass. Peak memory is torch.cuda.max_memory_allocated on CUDA and
+    the process's peak RSS on CPU.
+    """
+    from oasr.bench.peers import PEERS
+
+    for name in compare:
+        if name not in PEERS:
+            _fail(f"unknown peer {name!r}; valid peers: {', '.join(sorted(PEERS))}")
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            _fail("--plot needs matplotlib: pip install matplotlib")
+    if "transformers" in compare:
+        import importlib.util
+
+        if importlib.util.find_spec("transformers") is None:
+            _fail("--compare transformers needs transformers: pip install transformers")
+    sizes = sorted(set(batch_size or [1, 16]))
+    if sizes[0] < 1:
+        _fail(f"--batch-size must be >= 1, got {sizes[0]}")
+
+    import torch
+
+    from oasr.bench.peers import build_peer
+    from oasr.bench.runner import bench_ours, bench_peer, read_clips
+    from oasr.engine.config import EngineConfig
+    from oasr.io import ManifestError
+    from oasr.models.loader import load_pretrained
+
+    probe = EngineConfig(model=model, device=device, dtype=dtype)
+    try:
+        resolved = probe.resolve_device()
+        torch_dtype = probe.resolve_dtype(resolved)
+    except ValueError as e:
+        _fail(str(e))
+    lm = load_pretrained(model or None)
+    try:
+        clips = read_clips(manifest, lm.feature_config.sample_rate)
+    except (ManifestError, ValueError, OSError) as e:
+        _fail(str(e))
+    if not clips:
+        _fail(f"{manifest}: no rows to measure")
+    window = lm.feature_config.fixed_window_seconds
+    long = [c for c in clips if window is not None and c.seconds > window]
+    if long:
+        # Both systems would see different work: ours refuses them, a peer truncates them.
+        _fail(f"{len(long)} clips are longer than the model's {window:g} s window (first: "
+              f"{long[0].id}, {long[0].seconds:.1f} s); oasr bench measures single-window "
+              "requests")
+    if compare:
+        with contextlib.suppress(ImportError):
+            import transformers
+
+            transformers.logging.set_verbosity_error()
+
+    # Peers copy the weights before our engine moves ``lm`` to the device in place.
+    peers = []
+    for name in compare:
+        try:
+            peers.append(build_peer(name, lm, resolved, torch_dtype, max_new_tokens))
+        except (RuntimeError, ValueError) as e:
+            _fail(str(e))
+
+    results = []
+    for b in sizes:
+        results.append(bench_ours(lm, model, clips, b, device, dtype, repeat_minutes,
+                                  max_new_tokens))
+        for peer in peers:
+            results.append(bench_peer(peer, clips, b, resolved, repeat_minutes))
+
+    _print_table(results)
+    payload: dict[str, Any] = {
+        "manifest": manifest, "model": lm.name, "weights_sha256": lm.weights_sha256,
+        "device": resolved, "device_name": _device_name(resolved), "dtype": str(torch_dtype),
+        "torch": torch.__version__, "clips": len(clips),
+        "clip_audio_s": sum(c.seconds for c in clips), "repeat_minutes": repeat_minutes,
+        "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": ["ours", *compare],
+        "results": [r.to_dict() for r in results],
+    }
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    if plot is not None:
+        _plot(results, plot, payload)
+
+
+def _device_name(device: str) -> str:
+    import platform
+
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    return platform.processor() or platform.machine()
+
+
+def _print_table(results: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="oasr bench")
+    cols = ("system", "batch", "reqs", "audio s", "wall s", "RTFx", "p50 ms", "p90 ms",
+            "p99 ms", "tok/s", "peak MiB", "WER", "errors")
+    for c in cols:
+        table.add_column(c, justify="left" if c == "system" else "right")
+    for r in results:
+        wer = "-" if r.wer is None else f"{r.wer * 100:.2f}%"
+        table.add_row(r.system, str(r.batch_size), str(r.requests), f"{r.audio_s:.1f}",
+                      f"{r.wall_s:.2f}", f"{r.rtfx:.1f}", f"{r.latency_p50_ms:.0f}",
+                      f"{r.latency_p90_ms:.0f}", f"{r.latency_p99_ms:.0f}",
+                      f"{r.tokens_per_s:.1f}", f"{r.peak_memory_bytes / 2**20:.0f}", wer,
+                      str(r.errors))
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(console.width, 130))
+    console.print(table)
+    if results:
+        kind = results[0].memory_kind
+        console.print("peak memory: " + ("torch.cuda.max_memory_allocated, reset per run"
+                                         if kind.startswith("cuda") else
+                                         "process peak RSS (CPU; never reset, so cumulative)"))
+
+
+def _plot(results: list[Any], path: Path, payload: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for system in payload["systems"]:
+        rows = sorted((r for r in results if r.system == system), key=lambda r: r.batch_size)
+        ax.plot([r.batch_size for r in rows], [r.rtfx for r in rows], marker="o", label=system)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("RTFx (audio s / wall s)")
+    ax.set_title(f"{payload['model']} on {payload['device_name']} ({payload['dtype']})")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)

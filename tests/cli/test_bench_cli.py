@@ -1,0 +1,156 @@
+"""``oasr bench``: rows per system and batch size, their measurements, the peer and refusals.
+
+Runs the tiny random Whisper bundle (10 s window, one text token per request) on three real
+LibriSpeech clips on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+from typer.testing import CliRunner
+
+from oasr.cli.app import app
+from tests.helpers.data import SHARED_DATA
+from tests.transcribe.conftest import one_thread, write_tiny_bundle
+
+LIBRISPEECH = SHARED_DATA / "librispeech-test-other-70"
+WINDOW_S = 10.0
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    with one_thread():
+        yield
+
+
+def _references() -> dict[str, str]:
+    lines = (LIBRISPEECH / "transcripts.tsv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    rows = [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+    return {r["id"]: r["text"] for r in rows}
+
+
+def _clips(n: int, longer_than: float = 0.0, shorter_than: float = WINDOW_S) -> list[Path]:
+    files = sorted((LIBRISPEECH / "audio").glob("*.flac"))
+    if not files:
+        pytest.skip(f"needs {LIBRISPEECH}/audio/*.flac")
+    fit = [f for f in files if longer_than < sf.info(str(f)).duration < shorter_than]
+    return fit[:n]
+
+
+def _write_manifest(path: Path, clips: list[Path]) -> Path:
+    refs = _references()
+    path.write_text("".join(json.dumps({"id": c.stem, "audio": str(c), "text": refs[c.stem]})
+                            + "\n" for c in clips), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
+    tmp = tmp_path_factory.mktemp("bench")
+    bundle = write_tiny_bundle(tmp / "bundle", window_s=WINDOW_S)
+    clips = _clips(3, longer_than=3.0)
+    audio_s = sum(sf.info(str(c)).duration for c in clips)
+    return bundle, _write_manifest(tmp / "m.jsonl", clips), audio_s
+
+
+def _bench(manifest: Path, bundle: Path, *args: str):
+    return runner.invoke(app, ["bench", str(manifest), "--model", str(bundle), "--device", "cpu",
+                               *args])
+
+
+def _rows(out: Path, system: str) -> dict[int, dict]:
+    return {r["batch_size"]: r for r in json.loads(out.read_text())["results"]
+            if r["system"] == system}
+
+
+def _check_row(row: dict, requests: int, audio_s: float) -> None:
+    assert row["requests"] == requests
+    assert row["errors"] == 0
+    assert row["audio_s"] == pytest.approx(audio_s, abs=1e-3)
+    assert row["rtfx"] > 0
+    assert row["rtfx"] == pytest.approx(row["audio_s"] / row["wall_s"])
+    assert 0 < row["latency_p50_ms"] <= row["latency_p90_ms"] <= row["latency_p99_ms"]
+    # The tiny model decodes one text token per request.
+    assert row["tokens"] == requests
+    assert row["peak_memory_bytes"] > 0
+    assert row["memory_kind"] == "cpu_peak_rss_process"
+    assert 0.0 <= row["wer"]
+
+
+def test_ours_at_each_batch_size(setup, tmp_path: Path) -> None:
+    bundle, manifest, audio_s = setup
+    out = tmp_path / "out.json"
+    res = _bench(manifest, bundle, "--batch-size", "1", "--batch-size", "2", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    payload = json.loads(out.read_text())
+    assert payload["systems"] == ["ours"]
+    assert payload["batch_sizes"] == [1, 2]
+    rows = _rows(out, "ours")
+    assert sorted(rows) == [1, 2]
+    for row in rows.values():
+        _check_row(row, 3, audio_s)
+    assert "RTFx" in res.output and "ours" in res.output
+
+
+def test_repeat_minutes_runs_whole_passes(setup, tmp_path: Path) -> None:
+    bundle, manifest, audio_s = setup
+    out = tmp_path / "out.json"
+    minutes = 2.5 * audio_s / 60  # 2.5 passes' worth -> 3 whole passes
+    res = _bench(manifest, bundle, "-b", "2", "--repeat-minutes", str(minutes),
+                 "--json", str(out))
+    assert res.exit_code == 0, res.output
+    row = _rows(out, "ours")[2]
+    assert row["passes"] == 3
+    _check_row(row, 9, 3 * audio_s)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                    reason="needs transformers")
+def test_compare_transformers_adds_peer_rows(setup, tmp_path: Path) -> None:
+    bundle, manifest, audio_s = setup
+    out = tmp_path / "out.json"
+    res = _bench(manifest, bundle, "--compare", "transformers", "-b", "1", "-b", "2",
+                 "--json", str(out))
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["systems"] == ["ours", "transformers"]
+    ours, peer = _rows(out, "ours"), _rows(out, "transformers")
+    assert sorted(ours) == sorted(peer) == [1, 2]
+    for row in [*ours.values(), *peer.values()]:
+        _check_row(row, 3, audio_s)
+    # A peer request's latency is its batch's time: at batch 1, three batches each within the
+    # run's wall time.
+    assert peer[1]["latency_p99_ms"] <= peer[1]["wall_s"] * 1000
+
+
+def test_unknown_peer_names_valid_ones(setup) -> None:
+    bundle, manifest, _ = setup
+    res = _bench(manifest, bundle, "--compare", "nemo", "-b", "1")
+    assert res.exit_code == 2
+    assert "nemo" in res.output and "transformers" in res.output
+
+
+def test_clip_longer_than_window_refused(setup, tmp_path: Path) -> None:
+    bundle, _, _ = setup
+    long = _clips(1, longer_than=WINDOW_S + 0.5, shorter_than=1e9)
+    manifest = _write_manifest(tmp_path / "long.jsonl", long)
+    res = _bench(manifest, bundle, "-b", "1")
+    assert res.exit_code == 2
+    assert long[0].stem in res.output and "window" in res.output
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None,
+                    reason="matplotlib is installed")
+def test_plot_without_matplotlib_exits_2(setup, tmp_path: Path) -> None:
+    bundle, manifest, _ = setup
+    res = _bench(manifest, bundle, "-b", "1", "--plot", str(tmp_path / "p.png"))
+    assert res.exit_code == 2
+    assert "pip install matplotlib" in res.output
