@@ -134,10 +134,6 @@ class DenseKv:
         self.lens = (self.lens + s).clamp(max=self.capacity)
         self.max_len = min(self.max_len + s, self.capacity)
 
-    def view(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The filled prefix of layer ``layer``'s cache, (B, H, max_len, D)."""
-        return self.k[layer][:, :, : self.max_len], self.v[layer][:, :, : self.max_len]
-
     def select(self, idx: torch.Tensor) -> DenseKv:
         moves = compaction_moves(idx, self.batch)
         if moves is not None:  # compaction: copy only the rows that move

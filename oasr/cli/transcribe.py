@@ -125,7 +125,7 @@ def transcribe_command(
         console.print(f"[yellow]warning:[/] {out_path} was started with another model "
                       f"({previous.get('model')}); resuming adds rows decoded by this one")
     options = TranscribeOptions(inputs=list(inputs), columns=columns, shard=shard_t, limit=limit,
-                                language=language, task=task, retry_errors=retry_errors)
+                                language=language, task=task)
     view = ProgressView(console, total, enabled=progress)
     try:
         with view:

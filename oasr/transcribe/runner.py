@@ -37,7 +37,6 @@ class TranscribeOptions:
     language: str | None = None
     task: str | None = None
     window_s: float | None = None  # default: the model's fixed window
-    retry_errors: bool = False
 
 
 @dataclass

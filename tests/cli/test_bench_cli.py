@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from oasr.cli.app import app
 from tests.helpers.data import SHARED_DATA
-from tests.transcribe.conftest import one_thread, write_tiny_bundle
+from tests.helpers.tiny_whisper import torch_threads
+from tests.transcribe.conftest import write_tiny_bundle
 
 LIBRISPEECH = SHARED_DATA / "librispeech-test-other-70"
 WINDOW_S = 10.0
@@ -27,7 +28,7 @@ runner = CliRunner()
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread() -> Iterator[None]:
-    with one_thread():
+    with torch_threads(1):
         yield
 
 

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from oasr.cli.app import app
-from tests.transcribe.conftest import clip, one_thread, write_tiny_bundle
+from tests.helpers.tiny_whisper import torch_threads
+from tests.transcribe.conftest import clip, write_tiny_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = ("1688-142285-0002", "1688-142285-0003", "1688-142285-0004", "1688-142285-0005")
@@ -26,7 +27,7 @@ runner = CliRunner()
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
-    with one_thread():
+    with torch_threads(1):
         yield
 
 

@@ -14,7 +14,6 @@ keeps the encoder short whatever the window.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from oasr.models.whisper.config import WhisperConfig
 from oasr.models.whisper.model import WhisperModel
 from oasr.tokenizers import TokenizerSpec, build_tokenizer
 from tests.helpers.data import SHARED_DATA
+from tests.helpers.tiny_whisper import torch_threads
 
 VOCAB = 51864
 EOT, SOT, NO_TIMESTAMPS = 50256, 50257, 50362
@@ -139,21 +139,10 @@ def write_wav(path: Path, samples: np.ndarray, subtype: str = "PCM_16") -> Path:
     return path
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch on one thread: the tiny model's ops are too small to split, and on a busy
-    two-core machine waiting for a second thread costs several times the op itself."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread() -> Iterator[None]:
-    with one_thread():
+    # The tiny model's ops are too small to split across threads.
+    with torch_threads(1):
         yield
 
 

@@ -178,7 +178,7 @@ def rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 src, out, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
-torch.set_num_threads(1)  # see tests.transcribe.conftest.one_thread
+torch.set_num_threads(1)  # as tests.helpers.tiny_whisper.torch_threads
 engine = build_tiny_engine(window_s=30.0, max_batch_size=batch)
 # Warm up (the first forward loads kernels), then take the baseline.
 list(engine.run([Request("warm", np.full(16000, 0.1, np.float32))]))

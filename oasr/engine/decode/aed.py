@@ -71,9 +71,9 @@ class AedDecodeStrategy(IncrementalArStrategy):
                                             dtype=torch.long)
         self._id_to_lang = {i: c for c, i in cfg.lang_to_id.items() if i < vocab}
         self._ts_vocab = None
-        if cfg.no_timestamps_token_id is not None:
+        if cfg.timestamp_begin is not None:
             self._ts_vocab = TimestampVocab(cfg.eos_token_id, cfg.no_timestamps_token_id,
-                                            cfg.no_timestamps_token_id + 1)
+                                            cfg.timestamp_begin)
         self.beams: list[ArBeamGroup] = []
 
     # -- admission ------------------------------------------------------------------------
@@ -225,13 +225,15 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     def finish_row(self, row: ArRow, tokens: list[int], logps: list[float],
                    finish_reason: str) -> RequestOutput:
-        text = self.tokenizer.decode(tokens).strip() if self.tokenizer is not None else ""
         segments = resume = None
         if row.extra.get("timestamps") and self._ts_vocab is not None:
+            # Only the segments the window settled count; the text is theirs.
             settled, resume = window_result(tokens, self._ts_vocab)
             segments = [(seg.start, seg.end, self.tokenizer.decode(seg.tokens).strip())
                         for seg in settled]
             text = " ".join(seg[2] for seg in segments if seg[2])
+        else:
+            text = self.tokenizer.decode(tokens).strip() if self.tokenizer is not None else ""
         conf = None
         if logps:
             # The mean token posterior: a product would rank long transcripts below short ones.

@@ -33,9 +33,6 @@ class TimestampVocab:
     timestamp_begin: int
     max_initial_timestamp_index: int = 50  # 1.0 s
 
-    def is_timestamp(self, token: int) -> bool:
-        return token >= self.timestamp_begin
-
 
 def apply_timestamp_rules(logits: torch.Tensor, history: list[list[int]],
                           vocab: TimestampVocab) -> torch.Tensor:
