@@ -11,6 +11,8 @@ EXTRACTORS: Registry[ExtractorSpec] = Registry(
 
 # Built-in frontends, imported on first use.
 EXTRACTORS.register("whisper_logmel", "oasr.features.whisper_logmel:WHISPER_LOGMEL")
+EXTRACTORS.register("fbank", "oasr.features.kaldi:FBANK")
+EXTRACTORS.register("mfcc", "oasr.features.kaldi:MFCC")
 
 
 def register_extractor(spec: ExtractorSpec) -> ExtractorSpec:
