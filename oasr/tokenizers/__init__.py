@@ -11,6 +11,8 @@ from oasr.tokenizers.base import Tokenizer, TokenizerSpec
 TOKENIZERS: Registry[Any] = Registry("tokenizer kind", entry_point_group="oasr.tokenizers")
 TOKENIZERS.register("huggingface", "oasr.tokenizers.huggingface:HuggingFaceTokenizer")
 TOKENIZERS.register("whisper", "oasr.tokenizers.whisper:WhisperTokenizer")
+TOKENIZERS.register("symbol_table", "oasr.tokenizers.symbol_table:SymbolTableTokenizer")
+TOKENIZERS.register("sentencepiece", "oasr.tokenizers.sentencepiece:SentencePieceTokenizer")
 
 
 def register_tokenizer(kind: str):

@@ -46,8 +46,18 @@ class Tokenizer:
             return after[len(before):] if len(after) >= len(before) else "", now
         return after[len(before):], now
 
+    def flush_incremental(self, state: Any) -> str:
+        """At the end of a stream: text ``decode_incremental`` held back (none, by default)."""
+        return ""
+
     def token_pieces(self, ids: Sequence[int]) -> list[str]:
-        """One string per id; ``"".join(token_pieces(ids)) == decode(ids)``."""
+        """One string per id; ``"".join(token_pieces(ids)) == decode(ids)`` exactly.
+
+        A piece holds exactly the characters its id contributes to the text: a character split
+        across ids goes to the id that completes it, an id that renders nothing gets "". Word
+        timings cut words out of the joined pieces (docs/tokenizers.md). This default streams
+        through ``decode_incremental``; kinds override it with one pass.
+        """
         pieces: list[str] = []
         state: Any = None
         for i in ids:

@@ -6,10 +6,16 @@ window starts at the last point where the rendered text was known to be complete
 each step renders the window and emits what lies past the prefix's text, but only once that text
 no longer ends with the replacement character ``"\\ufffd"``. Rendering a small window instead of the
 whole prefix keeps a stream linear in its length.
+
+``token_pieces`` of a byte-level vocabulary (GPT-2, Whisper, most speech LLMs) needs no rendering
+at all: each id's bytes come from the byte-level alphabet, and one incremental UTF-8 decoder
+(replacing invalid sequences as the backend's lossy conversion does) hands every character to
+the id whose bytes complete it. Other decoders keep the window scheme.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,9 +28,11 @@ from tokenizers import Tokenizer as Backend
 from oasr.tokenizers.base import Tokenizer, TokenizerSpec
 
 __all__ = [
+    "BYTE_OF_CHAR",
     "REPLACEMENT_CHAR",
     "HuggingFaceTokenizer",
     "IncrementalState",
+    "byte_level_bytes",
     "load_backend",
 ]
 
@@ -108,6 +116,43 @@ def load_backend(files: Mapping[str, str], folder: Path) -> Backend:
     )
 
 
+def _byte_level_alphabet() -> dict[str, int]:
+    """Character -> byte of the byte-level alphabet (GPT-2's ``bytes_to_unicode``, inverted).
+
+    Printable Latin-1 bytes stand for themselves; the other 68 bytes, in byte order, take the
+    characters from U+0100 on.
+    """
+    printable = {
+        *range(0x21, 0x7E + 1),  # "!" .. "~"
+        *range(0xA1, 0xAC + 1),  # "¡" .. "¬"
+        *range(0xAE, 0xFF + 1),  # "®" .. "ÿ"
+    }
+    table: dict[str, int] = {}
+    spare = 0
+    for byte in range(256):
+        if byte in printable:
+            table[chr(byte)] = byte
+        else:
+            table[chr(256 + spare)] = byte
+            spare += 1
+    return table
+
+
+BYTE_OF_CHAR = _byte_level_alphabet()
+
+
+def byte_level_bytes(token: str) -> bytes:
+    """The bytes a ``ByteLevel`` decoder turns ``token`` into.
+
+    A token with a character outside the alphabet (an added token such as ``"<|ja|>"`` is inside
+    it; one with spaces or CJK text is not) contributes its own UTF-8 bytes, as the decoder does.
+    """
+    try:
+        return bytes(BYTE_OF_CHAR[ch] for ch in token)
+    except KeyError:
+        return token.encode("utf-8")
+
+
 def _recut(pieces: list[str], text: str) -> list[str]:
     """Cut ``text`` at the cumulative lengths of ``pieces`` (the last piece takes the rest)."""
     out: list[str] = []
@@ -143,6 +188,12 @@ class HuggingFaceTokenizer(Tokenizer):
         self._backend = backend
         self.skip_special_tokens = skip_special_tokens
         self.add_special_tokens = add_special_tokens
+        # The backend skips a token when its text is a special token's content.
+        self._special_contents = frozenset(
+            token.content for token in backend.get_added_tokens_decoder().values() if token.special
+        )
+        self._byte_level = isinstance(backend.decoder, decoders.ByteLevel)
+        self._token_bytes: dict[int, tuple[bytes, bool]] = {}  # id -> (bytes, is special)
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -221,9 +272,49 @@ class HuggingFaceTokenizer(Tokenizer):
         """One string per id, ``"".join(pieces) == decode(ids)``, in one pass.
 
         A character split across ids is carried by the id that completes it; the ids before it
-        get "". For decoders whose window renderings are not prefix-stable (text clean-up
-        rules), the pieces are re-cut along the same cumulative lengths so the join still
-        equals ``decode(ids)``.
+        get "". Text is handed out when ``decode_incremental`` would emit it (held back while
+        it ends mid-character or with ``"\\ufffd"``), so the pieces are the stream's. Ids that
+        ``decode`` drops (special tokens under ``skip_special_tokens``) get "".
+        """
+        ids = [int(i) for i in ids]
+        self._check_ids(ids)
+        if not self._byte_level:
+            return self._window_pieces(ids)
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[str] = []
+        held = ""
+        for token_id in ids:
+            raw = self._rendered_bytes(token_id)
+            text = (held + utf8.decode(raw)) if raw else held
+            pending = utf8.getstate()[0]  # bytes of a character not complete yet
+            if pending or text.endswith(REPLACEMENT_CHAR):
+                held, text = text, ""
+            else:
+                held = ""
+            pieces.append(text)
+        if pieces:
+            pieces[-1] += held + utf8.decode(b"", final=True)
+        return pieces
+
+    def _rendered_bytes(self, token_id: int) -> bytes:
+        """What ``token_id`` adds to a byte-level rendering: b"" when ``decode`` drops it."""
+        entry = self._token_bytes.get(token_id)
+        if entry is None:
+            token = self._backend.id_to_token(token_id)
+            if token is None:
+                entry = (b"", False)
+            else:
+                entry = (byte_level_bytes(token), token in self._special_contents)
+            self._token_bytes[token_id] = entry
+        raw, special = entry
+        return b"" if special and self.skip_special_tokens else raw
+
+    def _window_pieces(self, ids: list[int]) -> list[str]:
+        """Pieces from the ``decode_incremental`` stream, for decoders other than byte-level.
+
+        For decoders whose window renderings are not prefix-stable (text clean-up rules), the
+        pieces are re-cut along the same cumulative lengths so the join still equals
+        ``decode(ids)``.
         """
         pieces: list[str] = []
         state = IncrementalState()

@@ -196,6 +196,10 @@ class WhisperTokenizer(HuggingFaceTokenizer):
         text_ids = [int(i) for i in ids if not self.is_timestamp(int(i))]
         return super().decode(text_ids, skip_special_tokens)
 
+    def _rendered_bytes(self, token_id: int) -> bytes:
+        # ``decode`` drops timestamps before rendering: bytes on either side of one still join.
+        return b"" if self.is_timestamp(token_id) else super()._rendered_bytes(token_id)
+
     def decode_with_timestamps(
         self, ids: Sequence[int], skip_special_tokens: bool | None = None
     ) -> str:
