@@ -1,7 +1,8 @@
 """The layer waist: every architecture is built from these, never from bare torch layers."""
 
-from oasr.layers.activation import Gelu, Glu, Relu, Sigmoid, SwooshL, SwooshR, Tanh
+from oasr.layers.activation import Gelu, Glu, Relu, Sigmoid, Swish, SwooshL, SwooshR, Tanh
 from oasr.layers.attention import Attention
+from oasr.layers.batchnorm import BatchNorm1d
 from oasr.layers.conv import Conv1d, Conv2d, Conv2dActivation, DepthwiseConv1d
 from oasr.layers.embedding import Embedding, VocabParallelEmbedding
 from oasr.layers.ffn import FeedForward, GatedMLP
@@ -30,10 +31,10 @@ from oasr.layers.softmax import MaskedSoftmax
 
 __all__ = [
     "ESPNET_EPS", "QWEN2_RMS_EPS", "TORCH_EPS", "LSTM", "RNN", "AddLayerNorm", "AddRMSNorm",
-    "Attention", "AvgPool1d", "BiasNorm", "ColumnParallelLinear", "Conv1d", "Conv2d",
-    "Conv2dActivation", "DepthwiseConv1d", "Embedding", "FeedForward", "GatedMLP", "Gelu", "Glu",
-    "LayerNorm", "Linear", "LinearActivation", "MaskedSoftmax", "NeoxRotaryEmbedding",
-    "PointwiseConv1d", "QuantizableConv", "QuantizableGemm", "RMSNorm", "Relu", "RotaryEmbedding",
-    "RowParallelLinear", "Sigmoid", "SwooshL", "SwooshR", "Tanh", "VocabParallelEmbedding",
-    "apply_rotary_pos_emb",
+    "Attention", "AvgPool1d", "BatchNorm1d", "BiasNorm", "ColumnParallelLinear", "Conv1d",
+    "Conv2d", "Conv2dActivation", "DepthwiseConv1d", "Embedding", "FeedForward", "GatedMLP",
+    "Gelu", "Glu", "LayerNorm", "Linear", "LinearActivation", "MaskedSoftmax",
+    "NeoxRotaryEmbedding", "PointwiseConv1d", "QuantizableConv", "QuantizableGemm", "RMSNorm",
+    "Relu", "RotaryEmbedding", "RowParallelLinear", "Sigmoid", "Swish", "SwooshL", "SwooshR",
+    "Tanh", "VocabParallelEmbedding", "apply_rotary_pos_emb",
 ]

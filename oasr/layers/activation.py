@@ -1,4 +1,4 @@
-"""Standalone activations: Gelu, Relu, Sigmoid, Tanh, Zipformer's SwooshL / SwooshR, and Glu.
+"""Standalone activations: Gelu, Relu, Sigmoid, Tanh, Swish, Zipformer's SwooshL / SwooshR, Glu.
 
 Each is a module and, for the ones a model calls inline (``swoosh_l``, ``swoosh_r``, ``glu``), a
 routed function running the same ``select_kernel`` decision, so an inline call is counted and
@@ -6,7 +6,7 @@ honours ``OASR_LAYERS_BACKEND`` exactly as the module does. An activation that f
 projection belongs in ``LinearActivation``'s fused epilogue instead.
 
 Kernel contract (gap ``activation``): op ``gelu``, ``gelu_tanh``, ``relu``, ``sigmoid``,
-``tanh``, ``swoosh_l`` and ``swoosh_r`` take ``fn(x) -> y``; op ``glu`` takes
+``tanh``, ``swish``, ``swoosh_l`` and ``swoosh_r`` take ``fn(x) -> y``; op ``glu`` takes
 ``fn(x, dim) -> y``. ``y`` is a new tensor of ``x``'s dtype and device; ``x`` may be strided.
 """
 
@@ -124,6 +124,15 @@ class Tanh(_Activation):
 
     def forward_native(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x)
+
+
+class Swish(_Activation):
+    """Swish / SiLU: ``x * sigmoid(x)`` (the Conformer's activation)."""
+
+    op = "swish"
+
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)
 
 
 class SwooshR(_Activation):

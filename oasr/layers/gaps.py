@@ -62,7 +62,7 @@ EMBEDDING = declare_gap(KernelGap(
 ))
 ACTIVATION = declare_gap(KernelGap(
     "activation",
-    "no fused activation kernels: Gelu/Relu/Sigmoid/Tanh/SwooshL/SwooshR/Glu run torch "
+    "no fused activation kernels: Gelu/Relu/Sigmoid/Tanh/Swish/SwooshL/SwooshR/Glu run torch "
     "elementwise ops",
     "elementwise activation kernels, routed by oasr.layers.activation",
 ))
@@ -70,4 +70,11 @@ BMM = declare_gap(KernelGap(
     "bmm",
     "no OASR batched GEMM: oasr.layers.matmul.bmm runs torch.bmm",
     "a batched GEMM kernel, routed by oasr.layers.matmul",
+))
+BATCH_NORM = declare_gap(KernelGap(
+    "batch-norm",
+    "no batch-norm kernel: BatchNorm1d (inference, running statistics) runs torch batch_norm "
+    "over (N, C) rows",
+    "fold the running statistics into the preceding depthwise conv at load time, or a fused "
+    "depthwise conv + batch norm + swish kernel, routed by oasr.layers.batchnorm",
 ))

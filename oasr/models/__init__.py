@@ -10,6 +10,7 @@ from oasr.models.registry import (
 
 # Built-in architectures, imported on first use.
 register_model("oasr.models.whisper:WHISPER", name="whisper")
+register_model("oasr.models.conformer:CONFORMER", name="conformer")
 
 __all__ = [
     "MODEL_REGISTRY",

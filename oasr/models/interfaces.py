@@ -36,6 +36,13 @@ CAPABILITIES: dict[str, Capability] = {
         "ctc",
         forward_offline="features -> CTC log-probs (B, T, V), the fused encoder+head path",
     ),
+    # U2 / U2++: CTC prefix-beam n-best, then one teacher-forced attention-decoder pass.
+    "ctc_aed_rescoring": _cap(
+        "ctc_aed_rescoring",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        ctc_log_probs="hidden states -> CTC log-probs (B, T, V) for the prefix beam",
+        attention_scores="one batched teacher-forced pass scoring every row's n-best",
+    ),
 }
 
 

@@ -49,9 +49,27 @@ def _tiny_whisper() -> tuple[Any, Callable[[nn.Module], Any]]:
     return cfg, encode
 
 
+def _tiny_conformer() -> tuple[Any, Callable[[nn.Module], Any]]:
+    from oasr.models.conformer.config import ConformerConfig
+
+    cfg = ConformerConfig(
+        input_dim=16, vocab_size=12, d_model=16, encoder_layers=1, encoder_heads=2,
+        encoder_linear_units=24, cnn_module_kernel=3, decoder="bitransformer", decoder_layers=1,
+        r_decoder_layers=1, decoder_heads=2, decoder_linear_units=24,
+    )
+
+    def encode(model: nn.Module) -> Any:
+        feats = torch.randn(2, 23, cfg.input_dim)
+        hidden, lens = model.encode_offline(feats, torch.tensor([23, 15]))
+        return model.attention_scores(hidden, lens, [[[1, 2]], [[3]]], reverse_weight=0.5)
+
+    return cfg, encode
+
+
 # architecture -> () -> (tiny config, fn(model) running its encoder on CPU)
 TINY_CONFIGS: dict[str, Callable[[], tuple[Any, Callable[[nn.Module], Any]]]] = {
     "whisper": _tiny_whisper,
+    "conformer": _tiny_conformer,
 }
 
 

@@ -1,0 +1,168 @@
+"""A WeNet U2 / U2++ Conformer: encoder, CTC head and attention decoder(s) for rescoring.
+
+The surface the decode families drive:
+
+* ``encode_offline(features, lengths) -> (hidden, hidden_lens)``
+* ``ctc_log_probs(hidden) -> log_probs`` (float32 log-softmax of the CTC head)
+* ``forward_offline(features, lengths) -> (log_probs, lens)``: the CTC fast path
+* ``attention_scores(hidden, hidden_lens, hyps, reverse_weight)``: WeNet's attention-rescoring
+  score of every hypothesis, under the l2r decoder and, for U2++, the r2l one.
+
+Module and parameter names are WeNet's state-dict keys (see ``ConformerConfig``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from oasr.layers.linear import Linear
+from oasr.models.conformer.config import ConformerConfig
+from oasr.models.conformer.decoder import BiTransformerDecoder, TransformerDecoder
+from oasr.models.conformer.encoder import ConformerEncoder
+
+__all__ = ["ConformerModel", "CtcHead"]
+
+
+class CtcHead(nn.Module):
+    """``ctc_lo``: hidden (B, T, C) -> logits (B, T, V)."""
+
+    def __init__(self, d_model: int, vocab_size: int) -> None:
+        super().__init__()
+        self.ctc_lo = Linear(d_model, vocab_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.ctc_lo(hidden)
+
+
+class ConformerModel(nn.Module):
+    """Conformer for the ``ctc`` and ``ctc_aed_rescoring`` families."""
+
+    default_decode_type = "ctc"
+
+    def __init__(self, cfg: ConformerConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.encoder = ConformerEncoder(cfg)
+        self.ctc = CtcHead(cfg.d_model, cfg.vocab_size)
+        self.decoder: TransformerDecoder | BiTransformerDecoder
+        if cfg.decoder == "bitransformer":
+            self.decoder = BiTransformerDecoder(cfg)
+        else:
+            self.decoder = TransformerDecoder(cfg, cfg.decoder_layers)
+
+    @classmethod
+    def from_config(cls, cfg: ConformerConfig) -> ConformerModel:
+        return cls(cfg)
+
+    # -- CTC ----------------------------------------------------------------------------------
+    def encode_offline(self, features: torch.Tensor,
+                       lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """features: (B, T, F) float; lengths: (B,) int64 valid frames.
+
+        Returns:
+            hidden (B, T', C) and hidden_lens (B,) int64, ``T' ~ T / subsampling_rate``.
+            Frames at or past a row's length hold no meaning.
+        """
+        return self.encoder(features, lengths)
+
+    def ctc_log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (B, T', C) -> CTC log-probabilities (B, T', V), float32 for any model dtype."""
+        return F.log_softmax(self.ctc(hidden).float(), dim=-1)
+
+    def forward_offline(self, features: torch.Tensor,
+                        lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoder + CTC head: (B, T, F), (B,) -> log-probs (B, T', V) float32, lens (B,)."""
+        hidden, lens = self.encode_offline(features, lengths)
+        return self.ctc_log_probs(hidden), lens
+
+    # -- attention rescoring ----------------------------------------------------------------
+    def attention_scores(
+        self,
+        hidden: torch.Tensor,
+        hidden_lens: torch.Tensor,
+        hyps: list[list[list[int]]],
+        reverse_weight: float = 0.0,
+    ) -> list[list[float]]:
+        """Attention-decoder log-likelihoods of hypotheses, as WeNet's attention rescoring.
+
+        Args:
+            hidden: (B, T', C) from ``encode_offline``; hidden_lens: (B,) its lengths.
+            hyps: per row, its hypotheses as token ids without sos / eos (may be empty).
+            reverse_weight: 0 for the l2r score alone; otherwise
+                ``(1 - w) * l2r + w * r2l``, r2l scoring the reversed hypothesis.
+
+        Returns:
+            per row, one score per hypothesis: the sum of the log-probabilities of its tokens
+            and of eos, teacher-forced after sos.
+
+        Raises:
+            ValueError: a row count that does not match ``hidden``, a token outside the
+                vocabulary, a reverse_weight outside [0, 1], or reverse_weight > 0 on a model
+                without a right-to-left decoder.
+        """
+        cfg = self.config
+        if len(hyps) != hidden.shape[0]:
+            raise ValueError(f"{len(hyps)} rows of hypotheses for {hidden.shape[0]} encoder rows")
+        if not 0.0 <= reverse_weight <= 1.0:
+            raise ValueError(f"reverse_weight must be in [0, 1], got {reverse_weight}")
+        if reverse_weight > 0.0 and not isinstance(self.decoder, BiTransformerDecoder):
+            raise ValueError("this checkpoint has no right-to-left decoder; use reverse_weight=0")
+        flat = [(b, list(h)) for b, row in enumerate(hyps) for h in row]
+        if not flat:
+            return [[] for _ in hyps]
+        bad = [t for _, h in flat for t in h if not 0 <= t < cfg.vocab_size]
+        if bad:
+            raise ValueError(f"hypothesis tokens outside the vocabulary ({cfg.vocab_size}): "
+                             f"{bad[:5]}")
+        device = hidden.device
+        rows = torch.tensor([b for b, _ in flat], dtype=torch.int64, device=device)
+        seqs = [h for _, h in flat]
+        hidden_lens = hidden_lens.to(device)
+        if isinstance(self.decoder, BiTransformerDecoder):
+            score = self._score(self.decoder.left_decoder, hidden, hidden_lens, rows, seqs)
+            if reverse_weight > 0.0:
+                r2l = self._score(self.decoder.right_decoder, hidden, hidden_lens, rows,
+                                  [h[::-1] for h in seqs])
+                score = score * (1.0 - reverse_weight) + r2l * reverse_weight
+        else:
+            score = self._score(self.decoder, hidden, hidden_lens, rows, seqs)
+        values = score.tolist()
+        out: list[list[float]] = [[] for _ in hyps]
+        for (b, _), value in zip(flat, values):
+            out[b].append(value)
+        return out
+
+    def _score(self, decoder: TransformerDecoder, hidden: torch.Tensor, hidden_lens: torch.Tensor,
+               rows: torch.Tensor, seqs: list[list[int]]) -> torch.Tensor:
+        """Teacher-forced log-likelihood of ``seqs`` + eos after sos: (N,) float32."""
+        cfg = self.config
+        n, length = len(seqs), max(len(s) for s in seqs) + 1
+        device = hidden.device
+        # Inputs [sos, y1 .. yn] and targets [y1 .. yn, eos]; padding repeats eos.
+        inputs = torch.full((n, length), cfg.eos_id, dtype=torch.int64)
+        targets = torch.full((n, length), cfg.eos_id, dtype=torch.int64)
+        valid = torch.zeros(n, length, dtype=torch.bool)
+        for i, s in enumerate(seqs):
+            inputs[i, 0] = cfg.sos_id
+            if s:
+                inputs[i, 1:len(s) + 1] = torch.tensor(s)
+                targets[i, :len(s)] = torch.tensor(s)
+            valid[i, :len(s) + 1] = True
+        inputs, targets, valid = inputs.to(device), targets.to(device), valid.to(device)
+        logits = decoder(inputs, hidden, hidden_lens, rows)
+        logp = F.log_softmax(logits.float(), dim=-1)
+        picked = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return picked.masked_fill(~valid, 0.0).sum(-1)
+
+    # -- weights ------------------------------------------------------------------------------
+    def load_weights(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+        missing, unexpected = self.load_state_dict(state_dict, strict=False)
+        if strict and (missing or unexpected):
+            raise ValueError(
+                f"Conformer weights do not match the model: missing {sorted(missing)}, "
+                f"unexpected {sorted(unexpected)}"
+            )
