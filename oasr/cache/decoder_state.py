@@ -11,14 +11,25 @@ positions  derived, ``lens - starts``; never stored, so it cannot disagree
 
 ``DenseKv`` is the dense storage: a ``(B, H, cap, D)`` buffer per layer. An AED state pairs
 a self-attention ``DenseKv`` with a ``CrossKv`` (the encoder window's K/V per layer, written
-once at prefill).
+once at prefill). ``oasr.cache.paged`` holds the paged counterparts (``PagedKv``,
+``PagedCrossKv``) with the same surface, so a decoder calls ``write`` / ``attend`` /
+``advance`` without knowing which it holds:
+
+=================  ===========================================================================
+``write``          store the new keys at each row's ``lens``
+``attend``         ``attend(layer, attn, q)``: the layer's ``Attention`` over the row's keys
+``release_rows``   a retiring row's storage can go (paged: blocks back to the pool; dense: no-op)
+``capturable``     every address a step reads is fixed (paged), so a step can be graph-captured
+=================  ===========================================================================
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
+from torch import nn
 
 
 def compaction_moves(idx: torch.Tensor, batch: int) -> list[tuple[int, int]] | None:
@@ -75,6 +86,7 @@ class DenseKv:
     v: list[torch.Tensor]
     lens: torch.Tensor  # (B,) int64
     starts: torch.Tensor | None
+    capturable: ClassVar[bool] = False
     # Host-side upper bound of ``lens`` so attention reads only the filled prefix without a
     # device sync (every row advances by one key per step).
     max_len: int
@@ -127,6 +139,16 @@ class DenseKv:
         self.k[layer][:, :, start:start + s] = k_new
         self.v[layer][:, :, start:start + s] = v_new
 
+    def attend(self, layer: int, attn: nn.Module, q: torch.Tensor) -> torch.Tensor:
+        """q (B, H, S, D) over each row's keys, the S new ones included -> (B, H, S, D)."""
+        s = q.shape[2]
+        width = self.max_len + s  # only the filled prefix
+        return attn(q, self.k[layer][:, :, :width], self.v[layer][:, :, :width],
+                    kv_lens=self.lens + s, kv_starts=self.starts)
+
+    def release_rows(self, rows: list[int]) -> None:
+        """Dense rows keep their storage until the group compacts."""
+
     def advance(self, s: int) -> None:
         # Saturate at the buffer: only a finished row gets there (see ``write``), and a merged
         # group's bound, its oldest row's, would otherwise outgrow the buffer its newer rows
@@ -150,8 +172,9 @@ class DenseKv:
             self.max_len,
         )
 
-    def can_merge(self, other: DenseKv) -> bool:
-        return self.capacity == other.capacity and (self.starts is None) == (other.starts is None)
+    def can_merge(self, other: object) -> bool:
+        return (isinstance(other, DenseKv) and self.capacity == other.capacity
+                and (self.starts is None) == (other.starts is None))
 
     def merge(self, other: DenseKv) -> DenseKv:
         """This group's rows then ``other``'s; ``self``'s storage may be reused in place."""
@@ -175,6 +198,19 @@ class CrossKv:
     lens: torch.Tensor | None  # None: every row reads the whole window
     stores: tuple[list[torch.Tensor], list[torch.Tensor]] | None = field(default=None,
                                                                           repr=False)
+    capturable: ClassVar[bool] = False
+
+    def attend(self, layer: int, attn: nn.Module, q: torch.Tensor) -> torch.Tensor:
+        """q (B, H, S, D) over the encoder window -> (B, H, S, D)."""
+        return attn(q, self.k[layer], self.v[layer], kv_lens=self.lens)
+
+    def rows(self, idx: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Rows ``idx``: per layer (R, H, T_enc, D) keys and values."""
+        return ([k.index_select(0, idx) for k in self.k],
+                [v.index_select(0, idx) for v in self.v])
+
+    def release_rows(self, rows: list[int]) -> None:
+        """Dense rows keep their storage until the group compacts."""
 
     def select(self, idx: torch.Tensor) -> CrossKv:
         moves = compaction_moves(idx, self.k[0].shape[0])
@@ -191,9 +227,10 @@ class CrossKv:
     def width(self) -> int:
         return self.k[0].shape[2]
 
-    def can_merge(self, other: CrossKv) -> bool:
+    def can_merge(self, other: object) -> bool:
         # Dense cross-attention is read over the whole window, so widths must agree.
-        return self.width == other.width and (self.lens is None) == (other.lens is None)
+        return (isinstance(other, CrossKv) and self.width == other.width
+                and (self.lens is None) == (other.lens is None))
 
     def merge(self, other: CrossKv) -> CrossKv:
         """This group's rows then ``other``'s; ``self``'s storage may be reused in place."""
@@ -207,14 +244,46 @@ class CrossKv:
 
 @dataclass
 class AedState:
-    """The decoder state of one AED decode group: self KV + cross K/V, row-indexed."""
+    """The decoder state of one AED decode group: self KV + cross K/V, row-indexed.
 
-    kv: DenseKv
-    cross: CrossKv
+    ``kv`` is a ``DenseKv`` or a ``PagedKv``, ``cross`` a ``CrossKv`` or a ``PagedCrossKv``.
+    """
+
+    kv: Any
+    cross: Any
 
     @property
     def batch(self) -> int:
         return self.kv.batch
+
+    @property
+    def capturable(self) -> bool:
+        """Every component a step reads is paged, so the step can be graph-captured."""
+        return bool(self.kv.capturable and self.cross.capturable)
+
+    def release_rows(self, rows: list[int]) -> None:
+        self.kv.release_rows(rows)
+        self.cross.release_rows(rows)
+
+    # -- step-graph protocol (oasr/engine/decoder_graph.py; capturable states only) -------
+    def graph_key(self) -> tuple:
+        return self.kv.graph_key() + self.cross.graph_key()
+
+    def graph_inputs(self) -> dict[str, torch.Tensor]:
+        return {**{f"kv.{k}": t for k, t in self.kv.graph_inputs().items()},
+                **{f"cross.{k}": t for k, t in self.cross.graph_inputs().items()}}
+
+    def graph_view(self, inputs: dict[str, torch.Tensor]) -> AedState:
+        def part(prefix: str) -> dict[str, torch.Tensor]:
+            return {k[len(prefix):]: t for k, t in inputs.items() if k.startswith(prefix)}
+
+        return AedState(self.kv.graph_view(part("kv.")), self.cross.graph_view(part("cross.")))
+
+    def graph_outputs(self) -> dict[str, torch.Tensor]:
+        return {f"kv.{k}": t for k, t in self.kv.graph_outputs().items()}
+
+    def graph_commit(self, outputs: dict[str, torch.Tensor], s: int = 1) -> None:
+        self.kv.graph_commit({k[3:]: t for k, t in outputs.items() if k.startswith("kv.")}, s)
 
     def select(self, idx: torch.Tensor) -> AedState:
         return AedState(self.kv.select(idx), self.cross.select(idx))

@@ -31,6 +31,16 @@ class EngineConfig:
     max_decode_slots: int = 256
     decode_admit_window_ms: float = 0.0
     max_new_tokens: int = 224
+    # Decoder KV (AR families): where it lives and how much of it may be held.
+    # kv_storage: "dense" (a buffer per decode group), "paged" (one BlockPool per engine, a
+    # block table per row), "auto" (paged exactly when greedy decoder steps are replayed from
+    # CUDA graphs: CUDA, the family's use_step_graphs on; dense otherwise; beams are dense).
+    kv_storage: str = "auto"
+    kv_block_size: int = 16  # positions per paged block
+    # Decoder KV budget (self + cross attention) in GiB; rows past it wait for admission.
+    # 0: none (dense), or (paged) a pool holding max_decode_slots rows, capped on CUDA at half
+    # the device memory free when the engine is built.
+    decode_kv_budget_gib: float = 0.0
 
     def validate(self) -> None:
         if self.max_batch_size < 1:
@@ -45,6 +55,12 @@ class EngineConfig:
             raise ValueError("max_offline_pad_ratio must be >= 0")
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
+        if self.kv_storage not in ("auto", "dense", "paged"):
+            raise ValueError(f"kv_storage must be auto, dense or paged, got {self.kv_storage!r}")
+        if self.kv_block_size < 1:
+            raise ValueError(f"kv_block_size must be >= 1, got {self.kv_block_size}")
+        if self.decode_kv_budget_gib < 0:
+            raise ValueError("decode_kv_budget_gib must be >= 0 (0: no budget)")
 
     def resolve_device(self) -> str:
         import torch

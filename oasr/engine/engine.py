@@ -80,6 +80,8 @@ class ASREngine:
             self.decode_method, self.model, config.decode_options,
             tokenizer=self.tokenizer, engine_config=config,
         )
+        # The frontend's geometry is half of the frame clock word timings need.
+        self.strategy.feature_config = loaded.feature_config
         self.scheduler = Scheduler(config, self.inputs.cost)
         self._skipped_admits = 0
         self._budget_spent = False
@@ -103,7 +105,7 @@ class ASREngine:
         waiting = self.scheduler.waiting
         if not waiting:
             return False
-        if self.config.max_decode_slots - self.strategy.active_rows <= 0:
+        if self._admit_room() <= 0:  # slots, or the decoder-KV budget: the rows wait
             return False
         pending = self.strategy.has_pending()
         if not pending:
@@ -117,17 +119,24 @@ class ASREngine:
             return False
         return True
 
+    def _admit_room(self) -> int:
+        """Requests admissible now: free decode slots, bounded by the strategy's KV budget."""
+        free = self.config.max_decode_slots - self.strategy.active_rows
+        limit = self.strategy.admit_limit()
+        return free if limit is None else min(free, limit)
+
     @torch.inference_mode()
     def _admit(self) -> None:
-        free = self.config.max_decode_slots - self.strategy.active_rows
+        free = self._admit_room()
         for micro in self.scheduler.schedule(free):
             feats, lens = self.inputs(micro)
-            enc = self.runner.encode(feats, lens)
-            enc_lens = None  # Whisper reads its whole window; per-row lens for other families
+            # enc: hidden states or (consumes == "log_probs") CTC log-probs; enc_lens is None
+            # for an encoder that reads a fixed window whole (Whisper).
+            enc, enc_lens = self.runner.forward(feats, lens, self.strategy.consumes)
             if self.strategy.incremental:
                 self.strategy.begin_offline(micro, enc, enc_lens)
             else:
-                self._ready += self.strategy.decode_offline(enc, lens, micro)
+                self._ready += self.strategy.decode_offline(enc, enc_lens, micro)
         self._skipped_admits = 0
 
     # -- the tick -------------------------------------------------------------------------

@@ -52,3 +52,17 @@ class ForwardAudio:
         """Whether the recording has a sample at ``pos``."""
         self._fill(pos + 1)
         return self.total > pos
+
+
+def quiet_cut(audio: np.ndarray, sample_rate: int, search_s: float = 2.0,
+              frame_s: float = 0.02) -> int:
+    """Where to end a window that cannot resume from a timestamp: the start of the quietest
+    ``frame_s`` frame in its last ``search_s`` seconds, so a seam falls between words rather
+    than through one. Returns a sample count in (0, len(audio)]."""
+    hop = max(1, int(frame_s * sample_rate))
+    tail = min(len(audio) // 2, int(search_s * sample_rate)) // hop * hop
+    if tail < hop:
+        return len(audio)
+    start = len(audio) - tail
+    frames = audio[start:].astype(np.float64).reshape(-1, hop)
+    return start + int(np.argmin((frames * frames).mean(axis=1))) * hop

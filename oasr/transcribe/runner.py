@@ -20,7 +20,7 @@ from oasr.audio import AudioDecodeError, iter_audio_chunks
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manifest
-from oasr.transcribe.audio_window import ForwardAudio
+from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
@@ -37,6 +37,7 @@ class TranscribeOptions:
     language: str | None = None
     task: str | None = None
     window_s: float | None = None  # default: the model's fixed window
+    word_timestamps: bool = False
 
 
 @dataclass
@@ -68,6 +69,7 @@ class _RowState:
     index: int = 0
     outs: list[RequestOutput] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
+    words: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
 
 
@@ -92,7 +94,8 @@ def _summary_row(state: _RowState, duration: float) -> OutputRow:
     languages = [o.language for o in outs if o.language]
     language = max(set(languages), key=languages.count) if languages else None
     text = " ".join(t for t in state.texts if t) if state.long else outs[0].text
-    return OutputRow(id=row.id, text=text, words=None,
+    words = state.words if state.decoding.word_timestamps else None
+    return OutputRow(id=row.id, text=text, words=words,
                      segments=state.segments if state.long else None, confidence=confidence,
                      duration=duration, language=language, finish_reason=reason, error=None,
                      passthrough=row.passthrough)
@@ -117,6 +120,9 @@ class Transcriber:
         window = engine.inputs.config.fixed_window_seconds
         self.window = int(round((options.window_s or window or 30.0) * self.sr))
         self.max_active = max_active or 4 * engine.config.max_batch_size
+        # Families with Whisper's timestamp mode resume a recording from its last closed
+        # segment; the others (CTC) take consecutive windows cut at a quiet frame.
+        self.resumes = "timestamps" in engine.strategy.selective_options
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
 
@@ -131,7 +137,8 @@ class Transcriber:
         chunks = iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
                                    offset=row.offset, duration=row.duration)
         decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task, prompt=row.prompt)
+                                   task=row.task or self.options.task, prompt=row.prompt,
+                                   word_timestamps=self.options.word_timestamps)
         state = _RowState(row, ForwardAudio(chunks), decoding)
         self.active[row.id] = state
         self._next_window(state, 0)
@@ -164,6 +171,8 @@ class Transcriber:
                 return
             if seek == 0:
                 state.long = more
+            if more and not self.resumes:
+                audio = audio[:quiet_cut(audio, self.sr)]
             state.seek, state.window_len = seek, len(audio)
             if float(np.abs(audio).max(initial=0.0)) >= SILENCE_PEAK:
                 break
@@ -172,7 +181,7 @@ class Transcriber:
                 return
             seek += len(audio)
         request = Request(f"{row.id}\x1fw{state.index}", audio,
-                          replace(state.decoding, timestamps=state.long),
+                          replace(state.decoding, timestamps=state.long and self.resumes),
                           metadata={"row": row.id, "window": state.index})
         state.index += 1
         try:
@@ -190,10 +199,16 @@ class Transcriber:
         state.outs.append(out)
         start = state.seek / self.sr
         window_end = (state.seek + state.window_len) / self.sr
+        shift = state.row.offset
+        # Word times on the recording's clock; a window's words are its settled text's.
+        state.words += [{"word": w.word, "start": shift + start + w.start,
+                         "end": shift + min(start + w.end, window_end),
+                         "confidence": w.confidence} for w in out.words or []]
         if not state.long:
             self._finish(state)
             return
-        shift = state.row.offset
+        if not self.resumes:  # a whole window is one segment
+            out.segments = [(0.0, state.window_len / self.sr, out.text)]
         for seg_start, seg_end, text in out.segments or []:
             end = window_end if seg_end is None else min(start + seg_end, window_end)
             state.segments.append({"start": shift + start + seg_start, "end": shift + end,

@@ -56,6 +56,11 @@ class DecodeStrategy:
                     f"{', '.join(self.selective_options) or 'no selective options'}"
                 )
 
+    def admit_limit(self) -> int | None:
+        """Requests the family's decoder-KV budget lets the engine admit now (``None``: no
+        limit); checked at every admission."""
+        return None
+
     @property
     def word_timing_modes(self) -> tuple[str, ...]:
         """The modes (``"offline"``, ``"streaming"``) this configuration can time words in."""

@@ -7,9 +7,16 @@ generating when the state says the two can merge: an AR step is weight-read boun
 groups cost about twice one group of the same rows.
 
 Tokens, their log-probabilities and the end flags stay on the device; the host reads the flags
-every ``eos_check_interval`` steps, so a step adds no synchronisation. A family implements
-``prefill_rows`` (prompt + state), ``process_logits`` (suppression), ``eos_id`` and
-``finish_row`` (detokenize).
+every ``eos_check_interval`` steps, so a greedy step adds no synchronisation (what does sync:
+that read, compaction, a capture of a new step-graph shape, and per step a timestamp-mode or
+sampled row). A family implements ``prefill_rows`` (prompt + state), ``process_logits``
+(suppression), ``eos_id`` and ``finish_row`` (detokenize).
+
+Decoder KV storage (``setup_decoder_kv``): ``dense`` or ``paged`` on the engine's one
+``BlockPool`` (``oasr.cache.kv_budget``), admission bounded by ``decode_kv_budget_gib``
+(``admit_limit``), and, on CUDA over paged storage, steps replayed from CUDA graphs
+(``oasr/engine/decoder_graph.py``). A retiring row's storage is released at once
+(``state.release_rows``): paged blocks go back to the pool before the group compacts.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from oasr.cache.kv_budget import DecoderKvBudget, resolve_kv_storage
 from oasr.engine.decode.base import DecodeStrategy
 from oasr.engine.decode.sampling import RowSampling, select_next_tokens
+from oasr.engine.decoder_graph import DEFAULT_MAX_CAPTURES, DecoderStepGraphs
 from oasr.engine.request import Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 
@@ -95,6 +104,9 @@ def trailing_repeats(tokens: list[int], max_period: int = 16) -> tuple[int, int]
     return best
 
 
+CUDA_EOS_CHECK_INTERVAL = 8
+
+
 class IncrementalArStrategy(DecodeStrategy):
     """Group bookkeeping, the budget loop and row retirement for label-synchronous AR."""
 
@@ -106,6 +118,9 @@ class IncrementalArStrategy(DecodeStrategy):
         self.groups: list[Any] = []
         self._finished: list[RequestOutput] = []
         self._turn = 0
+        self.kv_storage = "dense"
+        self.kv_budget: DecoderKvBudget | None = None
+        self.step_graphs: DecoderStepGraphs | None = None
 
     # -- family hooks ---------------------------------------------------------------------
     eos_id: int = -1
@@ -122,10 +137,23 @@ class IncrementalArStrategy(DecodeStrategy):
                    finish_reason: str) -> RequestOutput:
         raise NotImplementedError
 
+    def after_finish(self, group: GreedyGroup, indices: list[int],
+                     outputs: list[RequestOutput]) -> None:
+        """Called with the rows finishing now while their state is still in ``group``."""
+
     # -- options shared by incremental families -------------------------------------------
     @property
     def eos_check_interval(self) -> int:
-        return int(getattr(self.options, "eos_check_interval", 1))
+        n = getattr(self, "_eos_interval", None)
+        if n is None:
+            n = int(getattr(self.options, "eos_check_interval", 1))
+            if n <= 0:
+                # A finished row idles (feeding EOS) until the next check: cheap on a GPU,
+                # where each host read stalls the launch queue; on a CPU the step dominates.
+                param = next(self.model.decoder.parameters(), None)
+                n = CUDA_EOS_CHECK_INTERVAL if param is not None and param.is_cuda else 1
+            self._eos_interval = n
+        return n
 
     @property
     def merge_groups(self) -> bool:
@@ -138,6 +166,69 @@ class IncrementalArStrategy(DecodeStrategy):
     @property
     def compact_fraction(self) -> float:
         return float(getattr(self.options, "compact_fraction", 0.25))
+
+    # -- decoder KV storage, admission budget and step graphs -----------------------------
+    def setup_decoder_kv(self, row_positions: int, greedy: bool) -> None:
+        """Resolve ``EngineConfig.kv_storage``, build the KV budget (and, paged, the pool) and
+        the step-graph cache. ``row_positions``: self-attention positions a row may reserve;
+        ``greedy``: False for beam search, which stays dense.
+
+        Graphs run when the model is on CUDA, the family's ``use_step_graphs`` is on and the
+        decoder declares ``supports_step_graphs``; they capture only paged states.
+        """
+        decoder = self.model.decoder
+        cfg = self.engine_config
+        param = next(decoder.parameters(), None)
+        device = param.device if param is not None else torch.device("cpu")
+        dtype = param.dtype if param is not None else torch.float32
+        cuda = device.type == "cuda"
+        graphs = (greedy and cuda and bool(getattr(self.options, "use_step_graphs", True))
+                  and bool(getattr(decoder, "supports_step_graphs", False)))
+        storage = resolve_kv_storage(getattr(cfg, "kv_storage", "auto"), cuda=cuda,
+                                     greedy=greedy, graphs=graphs)
+        spec = getattr(decoder, "cache_spec", None)
+        if storage == "paged" and spec is None:
+            raise ValueError(f"kv_storage='paged': {type(decoder).__name__} declares no "
+                             "cache_spec, so its KV cannot be paged")
+        budget = float(getattr(cfg, "decode_kv_budget_gib", 0.0))
+        self.kv_storage = storage
+        if spec is not None and (storage == "paged" or budget > 0):
+            self.kv_budget = DecoderKvBudget(
+                spec, storage, row_positions, budget_gib=budget,
+                block_size=int(getattr(cfg, "kv_block_size", 16)),
+                max_rows=int(getattr(cfg, "max_decode_slots", 256)), device=device, dtype=dtype,
+            )
+        if graphs and storage == "paged":
+            self.step_graphs = DecoderStepGraphs(int(getattr(
+                self.options, "step_graph_max_captures", DEFAULT_MAX_CAPTURES)))
+
+    @property
+    def kv_pool(self) -> Any:
+        """The ``BlockPool`` greedy groups page on, or ``None`` for dense storage."""
+        if self.kv_storage != "paged" or self.kv_budget is None:
+            return None
+        return self.kv_budget.pool
+
+    @property
+    def held_rows(self) -> int:
+        """Rows whose KV the decode groups hold (finished rows idle until compaction)."""
+        return sum(g.size for g in self.groups)
+
+    @property
+    def rows_per_request(self) -> int:
+        return 1
+
+    def admit_limit(self) -> int | None:
+        if self.kv_budget is None:
+            return None
+        rows = self.kv_budget.admit_limit(self.held_rows)
+        return None if rows is None else rows // self.rows_per_request
+
+    def decoder_step(self, tokens: torch.Tensor, state: Any) -> torch.Tensor:
+        """One decoder step, replayed from a CUDA graph when the state's shape allows."""
+        if self.step_graphs is not None:
+            return self.step_graphs.step(self.model.decoder, tokens, state)
+        return self.model.decoder.step(tokens, state)
 
     # -- the protocol ---------------------------------------------------------------------
     def begin_offline(self, requests: list[Request], enc: torch.Tensor,
@@ -164,7 +255,7 @@ class IncrementalArStrategy(DecodeStrategy):
         while self.groups and budget.take():
             self._turn = (self._turn + 1) % len(self.groups)
             g = self.groups[self._turn]
-            logits = self.model.decoder.step(g.last, g.state)
+            logits = self.decoder_step(g.last, g.state)
             self._emit(g, logits, first=False)
             g.since_check += 1
             if g.since_check >= self.eos_check_interval:
@@ -231,6 +322,7 @@ class IncrementalArStrategy(DecodeStrategy):
         ngen = g.ngen.tolist()
         toks = g.out[finished].tolist()
         lps = g.logp[finished].tolist()
+        outs: list[RequestOutput] = []
         for j, i in enumerate(finished):
             n = ngen[i]
             tokens, logps = toks[j][:n], lps[j][:n]
@@ -244,8 +336,13 @@ class IncrementalArStrategy(DecodeStrategy):
                 reason = "stop"
             else:
                 reason = "length"
-            self._finished.append(self.finish_row(g.rows[i], tokens, logps, reason))
+            outs.append(self.finish_row(g.rows[i], tokens, logps, reason))
             g.emitted[i] = True
+        self.after_finish(g, finished, outs)
+        self._finished += outs
+        release = getattr(g.state, "release_rows", None)
+        if release is not None:
+            release(finished)  # paged: the blocks are free for admission now
         live = [i for i, e in enumerate(g.emitted) if not e]
         if not live:
             del self.groups[gi]

@@ -7,7 +7,9 @@ tied to ``decoder.embed_tokens``.
 
 The decoder exposes the batched incremental surface the ``aed`` family drives:
 ``prefill`` (prompt + cross K/V per row), ``step`` (one token per row over the row-indexed
-KV), ``select`` (index rows: retirement, beam expansion and reorder).
+KV), ``select`` (index rows: retirement, beam expansion and reorder). Its KV is dense, or
+paged on a ``BlockPool`` when ``prefill`` is handed one; the layers only call the storage's
+``write`` / ``attend``, so they do not branch on the choice.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import torch
 from torch import nn
 
 from oasr.cache.decoder_state import AedState, CrossKv, DenseKv
+from oasr.cache.kv_budget import DecoderCacheSpec
+from oasr.cache.paged import BlockPool, PagedCrossKv, PagedKv
 from oasr.layers.activation import Gelu
 from oasr.layers.attention import Attention
 from oasr.layers.conv import Conv1d
@@ -56,6 +60,14 @@ class WhisperAttention(nn.Module):
         """x: (B, Tq, C) queries; k, v: (B, H, Tk, D) -> (B, Tq, C)."""
         q = self.split(self.q_proj(x))
         o = self.attn(q, k, v, kv_lens=kv_lens, kv_starts=kv_starts)
+        return self._merge(o)
+
+    def attend_cache(self, x: torch.Tensor, cache: Any, layer: int) -> torch.Tensor:
+        """x: (B, Tq, C) queries over a decoder cache's keys of ``layer`` (dense or paged)."""
+        return self._merge(cache.attend(layer, self.attn, self.split(self.q_proj(x))))
+
+    def _merge(self, o: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, D) -> out_proj of (B, T, C)."""
         b, _, t, _ = o.shape
         return self.out_proj(o.transpose(1, 2).reshape(b, t, -1))
 
@@ -125,23 +137,18 @@ class WhisperDecoderLayer(nn.Module):
         h = self.self_attn_layer_norm(x)
         k_new, v_new = self.self_attn.project_kv(h)
         state.kv.write(layer, k_new, v_new)
-        k, v = state.kv.k[layer], state.kv.v[layer]
-        width = state.kv.max_len + x.shape[1]
-        x = x + self.self_attn.attend(
-            h, k[:, :, :width], v[:, :, :width],
-            kv_lens=state.kv.lens + x.shape[1], kv_starts=state.kv.starts,
-        )
+        x = x + self.self_attn.attend_cache(h, state.kv, layer)
         h = self.encoder_attn_layer_norm(x)
-        x = x + self.encoder_attn.attend(h, state.cross.k[layer], state.cross.v[layer],
-                                         kv_lens=state.cross.lens)
+        x = x + self.encoder_attn.attend_cache(h, state.cross, layer)
         return x + self.fc2(self.fc1(self.final_layer_norm(x)))
 
 
 class WhisperDecoder(nn.Module):
     """The batched incremental surface: ``prefill`` / ``step`` / ``select``."""
 
-    # Dense storage only: the paged pool that step graphs need is not implemented here.
-    supports_step_graphs = False
+    # A step over a paged state reads only pool addresses and the state's tables and lengths,
+    # so it can be captured; the graph cache checks ``state.capturable`` (dense is not).
+    supports_step_graphs = True
 
     def __init__(self, cfg: WhisperConfig) -> None:
         super().__init__()
@@ -159,6 +166,13 @@ class WhisperDecoder(nn.Module):
     def max_positions(self) -> int:
         return self.cfg.max_target_positions
 
+    @property
+    def cache_spec(self) -> DecoderCacheSpec:
+        """Per-row KV geometry; the cross half is the whole encoder window."""
+        first = self.layers[0].self_attn
+        return DecoderCacheSpec(len(self.layers), first.heads, first.head_dim,
+                                self.cfg.max_source_positions)
+
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return torch.matmul(self.layer_norm(x), self.embed_tokens.weight.t())
 
@@ -166,6 +180,9 @@ class WhisperDecoder(nn.Module):
         """tokens (B, S) at each row's next positions -> hidden (B, S, C); advances lens."""
         s = tokens.shape[1]
         pos = state.kv.positions()[:, None] + torch.arange(s, device=tokens.device)
+        # Only a finished row, stepping until the host next reads the end flags, gets past the
+        # table; paged lens are not clamped, so clamp here.
+        pos = pos.clamp(max=self.max_positions - 1)
         x = self.embed_tokens(tokens) + self.embed_positions(pos)
         for i, layer in enumerate(self.layers):
             x = layer(x, i, state)
@@ -180,8 +197,19 @@ class WhisperDecoder(nn.Module):
             vs.append(v)
         return CrossKv(ks, vs, enc_lens)
 
+    def paged_cross_kv(self, enc: torch.Tensor, enc_lens: torch.Tensor | None,
+                       pool: BlockPool) -> PagedCrossKv:
+        """The cross K/V written into ``pool`` one layer at a time (a fixed run of blocks per
+        row), so no whole-model dense copy is held."""
+        cross = PagedCrossKv.allocate(pool, enc.shape[0], enc.shape[1], enc_lens)
+        for i, layer in enumerate(self.layers):
+            k, v = layer.encoder_attn.project_kv(enc)
+            cross.write(i, k, v)
+        return cross
+
     def prefill(self, enc: torch.Tensor, prompt: torch.Tensor, capacity: int,
-                enc_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, AedState]:
+                enc_lens: torch.Tensor | None = None,
+                pool: BlockPool | None = None) -> tuple[torch.Tensor, AedState]:
         """Encode the prompt and cache the cross K/V.
 
         Args:
@@ -189,6 +217,9 @@ class WhisperDecoder(nn.Module):
             prompt: (B, P) token ids, the same length for every row.
             capacity: KV positions to reserve per row (prompt + new tokens).
             enc_lens: (B,) valid encoder frames, ``None`` for the whole window.
+            pool: page both halves on this pool (``None``: dense storage). Raises
+                ``oasr.cache.paged.PoolExhausted``, reserving nothing, when it cannot hold
+                the rows.
 
         Returns:
             logits (B, V) for the next token, and the group's state.
@@ -199,9 +230,18 @@ class WhisperDecoder(nn.Module):
             )
         b = enc.shape[0]
         first = self.layers[0].self_attn
-        kv = DenseKv.allocate(len(self.layers), b, first.heads, capacity, first.head_dim,
-                              enc.device, enc.dtype)
-        state = AedState(kv, self.cross_kv(enc, enc_lens))
+        if pool is None:
+            kv = DenseKv.allocate(len(self.layers), b, first.heads, capacity, first.head_dim,
+                                  enc.device, enc.dtype)
+            state = AedState(kv, self.cross_kv(enc, enc_lens))
+        else:
+            paged = PagedKv.allocate(pool, b, capacity)
+            try:
+                cross = self.paged_cross_kv(enc, enc_lens, pool)
+            except BaseException:
+                paged.release_rows(list(range(b)))
+                raise
+            state = AedState(paged, cross)
         x = self._run(prompt, state)
         return self._logits(x[:, -1]), state
 
@@ -219,6 +259,45 @@ class WhisperDecoder(nn.Module):
                               first.head_dim, enc.device, enc.dtype)
         state = AedState(kv, self.cross_kv(enc, None))
         return self._logits(self._run(tokens, state))
+
+    def cross_attention_scores(self, tokens: torch.Tensor, cross_k: list[torch.Tensor],
+                               cross_v: list[torch.Tensor], heads: list[tuple[int, int]]
+                               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A teacher-forced pass that also returns the cross-attention scores of ``heads``.
+
+        Args:
+            tokens: (R, S) full sequences, right-padded (causal attention never reads the pad).
+            cross_k, cross_v: per layer (R, H, T_enc, D), the rows' cached cross K/V.
+            heads: ``(layer, head)`` pairs, e.g. the checkpoint's ``alignment_heads``.
+
+        Returns:
+            logits (R, S, V) and pre-softmax scores (R, len(heads), S, T_enc) in fp32,
+            ``q . k / sqrt(D)`` as the attention itself computes them.
+        """
+        s = tokens.shape[1]
+        pos = torch.arange(s, device=tokens.device)
+        x = self.embed_tokens(tokens) + self.embed_positions(pos)[None]
+        wanted: dict[int, list[int]] = {}
+        for layer, head in heads:
+            wanted.setdefault(int(layer), []).append(int(head))
+        scores: dict[tuple[int, int], torch.Tensor] = {}
+        for i, layer in enumerate(self.layers):
+            h = layer.self_attn_layer_norm(x)
+            k, v = layer.self_attn.project_kv(h)
+            x = x + layer.self_attn.attend(h, k, v)
+            h = layer.encoder_attn_layer_norm(x)
+            if i in wanted:
+                att = layer.encoder_attn
+                q = att.split(att.q_proj(h))
+                idx = torch.tensor(wanted[i], device=q.device)
+                qk = torch.matmul(q.index_select(1, idx).float(),
+                                  cross_k[i].index_select(1, idx).float().transpose(-1, -2))
+                for j, head in enumerate(wanted[i]):
+                    scores[(i, head)] = qk[:, j] * att.head_dim ** -0.5
+            x = x + layer.encoder_attn.attend(h, cross_k[i], cross_v[i])
+            x = x + layer.fc2(layer.fc1(layer.final_layer_norm(x)))
+        weights = torch.stack([scores[(int(lay), int(hd))] for lay, hd in heads], dim=1)
+        return self._logits(x), weights
 
 
 class WhisperModel(nn.Module):

@@ -1,0 +1,192 @@
+"""The ``ctc`` family: greedy or prefix beam search over CTC log-probs, on the CPU.
+
+The model's fused encoder + CTC head (``forward_offline``) hands over log-probs (B, T', V); the
+search runs in ``oasr._C.ctc`` (csrc/ctc/) with the GIL released, one row per thread up to
+torch's thread count. The prefix beam search is WeNet's ``ctc_prefix_beam_search`` (the
+statement is in csrc/ctc/prefix_beam.h); beam width 1 is the greedy best path.
+
+Word timings are recorded, not derived: the search keeps each token's emitting frame on the
+hypothesis' best path as it extends it, and each token's posterior is read at that frame (max
+over [t, t + 1]). ``alignment.fill_word_timings`` turns them into words; the frame clock comes
+from the model and the frontend, and a request asking for word timings is refused at admission
+when either does not declare it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
+from oasr.engine.decode.base import DecodeStrategy
+from oasr.engine.decode.options import option
+from oasr.engine.request import Request, RequestOutput
+from oasr.native import native
+
+
+@dataclass
+class CtcOptions:
+    beam_size: int = option(10, doc="Prefix beam width: each frame's top beam_size tokens extend "
+                                    "the top beam_size prefixes (WeNet's "
+                                    "ctc_prefix_beam_search); 1 is the greedy best path.")
+    blank_skip_threshold: float = option(1.0, doc="Beam search skips frames whose blank "
+                                                  "probability exceeds this (a skipped frame "
+                                                  "between two equal tokens is replayed); 1.0 "
+                                                  "never skips.")
+    nbest: int = option(1, doc="Hypotheses returned per row (<= beam_size); > 1 fills "
+                               "nbest_texts. A request's n_best overrides it.")
+
+    def validate(self) -> None:
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if not 0.0 < self.blank_skip_threshold <= 1.0:
+            raise ValueError("blank_skip_threshold must be in (0, 1] (1.0: never skip), got "
+                             f"{self.blank_skip_threshold}")
+        if not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(f"nbest must be in [1, beam_size={self.beam_size}], got "
+                             f"{self.nbest}")
+
+
+def host_log_probs(log_probs: torch.Tensor, lens: torch.Tensor | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(B, T, V) log-probs and (B,) lengths as contiguous float32 / int64 host arrays; no
+    ``lens`` means every row is ``T`` frames."""
+    lp = log_probs.detach().to("cpu", torch.float32).contiguous().numpy()
+    if lens is None:
+        n = np.full(lp.shape[0], lp.shape[1], dtype=np.int64)
+    else:
+        n = lens.detach().to("cpu", torch.int64).numpy()
+    return lp, n
+
+
+def ctc_search(log_probs: np.ndarray, lens: np.ndarray, blank: int, beam_size: int,
+               blank_skip_threshold: float, nbest: int) -> list[list[Any]]:
+    """Per row, up to ``nbest`` ``oasr._C.ctc.Hypothesis`` best first (greedy when
+    ``beam_size == 1``)."""
+    ctc = native("ctc")
+    threads = max(1, min(len(lens), torch.get_num_threads()))
+    if beam_size == 1:
+        return [[h] for h in ctc.greedy(log_probs, lens, blank, num_threads=threads)]
+    return ctc.prefix_beam(log_probs, lens, blank, beam_size, blank_skip_threshold, nbest,
+                           num_threads=threads)
+
+
+def best_of(row: Sequence[Any]) -> Any:
+    """A row's first hypothesis; an empty one when the search kept none (every path of the
+    row had probability zero)."""
+    return row[0] if row else native("ctc").Hypothesis()
+
+
+def mean_posterior(probs: np.ndarray) -> float | None:
+    """The utterance confidence: the tokens' mean posterior, accumulated left to right as the
+    word-timing pass does (so a row's confidence does not depend on whether it asked for
+    words)."""
+    if not len(probs):
+        return None
+    return float(np.cumsum(probs, dtype=np.float64)[-1] / len(probs))
+
+
+class CtcOutputs:
+    """Hypotheses -> ``RequestOutput``: text, n-best texts, confidence and word timings."""
+
+    def __init__(self, tokenizer: Any, clock: FrameClock | None) -> None:
+        self.tokenizer = tokenizer
+        self.clock = clock
+
+    def text(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids).strip() if self.tokenizer is not None else ""
+
+    def build(self, request: Request, best: Any, num_frames: int,
+              ranked: Sequence[Any] = (), n_best: int = 1) -> RequestOutput:
+        """``best`` is the chosen hypothesis, ``ranked`` the row's hypotheses in output order
+        (for ``nbest_texts`` when ``n_best > 1``)."""
+        ids = best.tokens.tolist()
+        out = RequestOutput(request_id=request.request_id, text=self.text(ids), token_ids=ids,
+                            finish_reason="stop", metadata=request.metadata)
+        if n_best > 1:
+            out.nbest_texts = [self.text(h.tokens.tolist()) for h in ranked[:n_best]]
+        if request.decoding.word_timestamps:
+            if self.clock is None:  # admission refuses this; a direct caller gets a clear error
+                raise ValueError("word timings need the frame clock (FrameClock.resolve)")
+            starts, ends = emission_spans(best.frames, num_frames)
+            fill_word_timings(out, self.tokenizer, ids, starts, ends, best.probs, self.clock)
+        else:
+            out.confidence = mean_posterior(best.probs)
+        return out
+
+
+def refuse_unsupported(name: str, decoding: Any, clock: FrameClock | None,
+                       beam_size: int) -> None:
+    """Admission checks the CTC families share (before ``DecodeStrategy.validate_options``)."""
+    if decoding.word_timestamps and clock is None:
+        raise ValueError(
+            f"decode family {name!r} cannot time words here: seconds per encoder frame are "
+            "unknown (the frontend's frame_shift_ms and lfr_n and the encoder's "
+            "subsampling_rate must all be declared)"
+        )
+    if decoding.sampling:
+        raise ValueError(f"decode family {name!r} decodes deterministically; temperature must "
+                         "be 0")
+    if decoding.n_best is not None and decoding.n_best > beam_size:
+        raise ValueError(f"n_best={decoding.n_best} exceeds beam_size={beam_size}; raise "
+                         "beam_size")
+
+
+class CtcDecodeStrategy(DecodeStrategy):
+    """Frame-synchronous, non-incremental: one ``decode_offline`` call per micro-batch."""
+
+    name = "ctc"
+    consumes = "log_probs"
+    capability = "ctc"
+    options_cls = CtcOptions
+    selective_options: ClassVar[tuple[str, ...]] = ()
+
+    # The frontend's config, half of the word-timing clock; the engine sets it after
+    # construction.
+    feature_config: Any = None
+
+    def __init__(self, model: Any, options: Any = None, *, feature_config: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(model, options or CtcOptions(), **kwargs)
+        self.blank = int(getattr(getattr(model, "config", None), "blank_id", 0))
+        if feature_config is not None:
+            self.feature_config = feature_config
+
+    @property
+    def clock(self) -> FrameClock | None:
+        return FrameClock.resolve(self.model, self.feature_config)
+
+    @property
+    def outputs(self) -> CtcOutputs:
+        return CtcOutputs(self.tokenizer, self.clock)
+
+    @property
+    def word_timing_modes(self) -> tuple[str, ...]:
+        return ("offline",) if self.clock is not None else ()
+
+    # Non-incremental: a micro-batch decodes whole inside the engine's admission.
+    @property
+    def active_rows(self) -> int:
+        return 0
+
+    def has_pending(self) -> bool:
+        return False
+
+    def validate_options(self, decoding: Any) -> None:
+        refuse_unsupported(self.name, decoding, self.clock, self.options.beam_size)
+        super().validate_options(decoding)
+
+    def decode_offline(self, log_probs: torch.Tensor, lens: torch.Tensor | None,
+                       requests: list[Request]) -> list[RequestOutput]:
+        """log_probs (B, T', V), lens (B,) encoder frames -> one output per request."""
+        lp, n = host_log_probs(log_probs, lens)
+        wanted = [r.decoding.n_best or self.options.nbest for r in requests]
+        opt = self.options
+        hyps = ctc_search(lp, n, self.blank, opt.beam_size, opt.blank_skip_threshold,
+                          max(wanted))
+        return [self.outputs.build(r, best_of(row), int(n[b]), row, wanted[b])
+                for b, (r, row) in enumerate(zip(requests, hyps))]

@@ -1,0 +1,56 @@
+"""Long recordings on a family without Whisper's timestamp mode (CTC, WeNet Conformer).
+
+Such a family cannot say where to resume, so a recording is decoded in consecutive windows,
+each cut at the quietest 20 ms of its last 2 s; windows tile the recording, word times are on
+the recording's clock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from oasr.cli.app import app
+from oasr.transcribe.audio_window import quiet_cut
+from tests.helpers.data import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[2]
+WENET = ROOT / "tests" / "fixtures" / "wenet_tiny" / "u2pp_conv2d4"
+LONGFORM = SHARED_DATA / "longform" / "librispeech-test-other-70.flac"
+
+
+def test_quiet_cut_finds_the_silence_in_the_tail():
+    sr = 16000
+    rng = np.random.default_rng(0)
+    audio = rng.standard_normal(10 * sr).astype(np.float32)
+    audio[int(8.5 * sr):int(8.7 * sr)] = 0.0
+    cut = quiet_cut(audio, sr)
+    assert int(8.5 * sr) <= cut < int(8.7 * sr)
+    assert quiet_cut(audio[:100], sr) == 100  # too short to search: keep it whole
+
+
+@pytest.mark.skipif(not LONGFORM.is_file(), reason="needs ../shared/data/longform")
+def test_conformer_long_recording_in_windows_with_word_times(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "long", "audio_filepath": str(LONGFORM),
+                                    "offset": 10.0, "duration": 65.0}) + "\n")
+    out = tmp_path / "out.parquet"
+    result = CliRunner().invoke(app, ["transcribe", str(manifest), "-o", str(out), "--model",
+                                      str(WENET), "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    row = pq.read_table(out).to_pylist()[0]
+    assert row["error"] is None
+    segs = row["segments"]
+    assert len(segs) == 3  # 65 s in windows of at most 30 s
+    assert segs[0]["start"] == pytest.approx(10.0)
+    assert all(a["end"] == pytest.approx(b["start"]) for a, b in zip(segs, segs[1:]))
+    assert segs[-1]["end"] == pytest.approx(75.0, abs=0.02)
+    assert all(28.0 <= s["end"] - s["start"] <= 30.0 for s in segs[:-1])
+    words = row["words"]
+    assert words and all(10.0 <= w["start"] <= w["end"] <= 75.0 + 1e-6 for w in words)
+    assert all(a["start"] <= b["start"] for a, b in zip(words, words[1:]))
+    assert " ".join(s["text"] for s in segs if s["text"]) == row["text"]
