@@ -30,7 +30,15 @@ def transcribe_command(
         "", "--model", "-m",
         help="A bundle, checkpoint folder, installed model package or Hub id "
              "(default: the packaged Whisper tiny.en)."),
-    fmt: str = typer.Option("parquet", "--format", "-f", help="parquet, jsonl or txt."),
+    fmt: str = typer.Option(
+        "parquet", "--format", "-f",
+        help="parquet, jsonl, txt, or srt/vtt: subtitles from the word timings, one file per "
+             "recording in the -o folder (-o NAME.srt/.vtt: one recording's file)."),
+    max_cue_chars: int = typer.Option(
+        42, help="srt/vtt: characters per subtitle line (two lines a cue)."),
+    max_cue_seconds: float = typer.Option(7.0, help="srt/vtt: longest cue, in seconds."),
+    cue_gap: float = typer.Option(
+        0.6, help="srt/vtt: a pause at least this long (seconds) starts a new cue."),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
     dtype: str = typer.Option("auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16."),
     batch_size: int = typer.Option(16, "--batch-size", "-b", help="Rows per encoder batch."),
@@ -43,8 +51,10 @@ def transcribe_command(
         None, help="Language code for every row without a language column (Whisper: detected "
                    "on multilingual models when unset)."),
     task: str | None = typer.Option(None, help="transcribe or translate (multilingual Whisper)."),
-    word_timestamps: bool = typer.Option(
-        False, "--word-timestamps/--no-word-timestamps", help="Per-word start/end/confidence."),
+    word_timestamps: bool | None = typer.Option(
+        None, "--word-timestamps/--no-word-timestamps",
+        help="Per-word start/end/confidence in the `words` column (default: on when the decode "
+             "family can time words in this configuration, e.g. not under beam search)."),
     id_column: str | None = typer.Option(None, help="Manifest column holding the row id."),
     audio_column: str | None = typer.Option(None, help="Manifest column holding the audio."),
     text_column: str | None = typer.Option(
@@ -67,25 +77,26 @@ def transcribe_command(
     from oasr.engine.engine import ASREngine
     from oasr.io import (
         ColumnMap,
+        CueOptions,
         ManifestError,
         OutputError,
-        OutputWriter,
+        check_output_rows,
         count_rows,
+        open_writer,
         passthrough_schema,
         resolve_output_path,
     )
     from oasr.transcribe.runner import TranscribeOptions, transcribe
 
     console = Console(stderr=True)
-    if word_timestamps:
-        console.print("[red]--word-timestamps is not available yet[/]: word timings land with "
-                      "the word-timings work; run with --no-word-timestamps (the default).")
-        raise typer.Exit(2)
     shard_t = _parse_shard(shard)
     columns = ColumnMap(id=id_column, audio=audio_column, text=text_column)
     try:
         out_path = resolve_output_path(output, inputs, fmt, shard_t)
         total = count_rows(inputs, columns, shard=shard_t, limit=limit)
+        check_output_rows(out_path, fmt, total)
+        cue_options = CueOptions(max_chars=max_cue_chars, max_duration_s=max_cue_seconds,
+                                 min_gap_s=cue_gap)
         schema = passthrough_schema(inputs, columns)
         overrides = dict(parse_decode_option(o) for o in decode_option)
     except (ManifestError, OutputError, ValueError) as exc:
@@ -102,8 +113,14 @@ def transcribe_command(
 
     from oasr.engine.request import DecodingOptions
 
+    if word_timestamps is None:
+        word_timestamps = "offline" in engine.strategy.word_timing_modes
+        if not word_timestamps:
+            console.print(f"note: decode family {engine.decode_method!r} cannot time words in "
+                          "this configuration; the words column stays empty")
     try:  # a run-wide option the model cannot honour fails here, not on every row
-        engine.strategy.validate_options(DecodingOptions(language=language, task=task))
+        engine.strategy.validate_options(DecodingOptions(language=language, task=task,
+                                                         word_timestamps=word_timestamps))
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -118,14 +135,15 @@ def transcribe_command(
         "task": task or "",
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    writer = OutputWriter(out_path, fmt, metadata=metadata, retry_errors=retry_errors,
-                          passthrough_schema=schema)
+    writer = open_writer(out_path, fmt, metadata=metadata, retry_errors=retry_errors,
+                         passthrough_schema=schema, cue_options=cue_options, rows=total)
     previous = writer.previous_metadata()
     if previous and previous.get("model_sha256") not in (None, metadata["model_sha256"]):
         console.print(f"[yellow]warning:[/] {out_path} was started with another model "
                       f"({previous.get('model')}); resuming adds rows decoded by this one")
     options = TranscribeOptions(inputs=list(inputs), columns=columns, shard=shard_t, limit=limit,
-                                language=language, task=task)
+                                language=language, task=task,
+                                word_timestamps=word_timestamps)
     view = ProgressView(console, total, enabled=progress)
     try:
         with view:

@@ -22,17 +22,38 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oasr.io.schema import OUTPUT_COLUMNS, conform_table, output_schema, unify_schemas
 
-__all__ = ["FORMATS", "OutputError", "OutputRow", "OutputWriter", "resolve_output_path"]
+if TYPE_CHECKING:
+    from oasr.io.subtitles import CueOptions
 
-FORMATS = ("parquet", "jsonl", "txt")
-_EXTENSIONS = {"parquet": ".parquet", "jsonl": ".jsonl", "txt": ".txt"}
+__all__ = [
+    "FORMATS",
+    "SUBTITLE_FORMATS",
+    "TABLE_FORMATS",
+    "OutputError",
+    "OutputRow",
+    "OutputWriter",
+    "RowWriter",
+    "open_writer",
+    "resolve_output_path",
+]
+
+TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
+SUBTITLE_FORMATS = ("srt", "vtt")  # SubtitleWriter's: one file per recording
+FORMATS = TABLE_FORMATS + SUBTITLE_FORMATS
+_EXTENSIONS = {
+    "parquet": ".parquet",
+    "jsonl": ".jsonl",
+    "txt": ".txt",
+    "srt": ".srt",
+    "vtt": ".vtt",
+}
 _PART_PREFIX = "part-"
 # Rows per Parquet row group in the final file: parts are small (flush_rows), the merged file
 # should not inherit their tiny row groups.
@@ -68,9 +89,17 @@ def resolve_output_path(
     """``out`` itself, or, when ``out`` is a folder (exists, or ends with a separator),
     ``<out>/<name>.<ext>``: name = the stem of a single input file, the name of a single input
     folder, else ``transcripts``; ``.shard-i-of-n`` added when sharding so the processes of one
-    run do not share a file. A name that would overwrite an input gets ``.oasr`` added."""
+    run do not share a file. A name that would overwrite an input gets ``.oasr`` added.
+
+    srt/vtt: ``out`` itself, a folder for one file per recording unless it ends with the
+    format's extension (then one recording's file); see
+    :func:`oasr.io.subtitle_writer.subtitle_output_path`."""
     if fmt not in _EXTENSIONS:
         raise OutputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt in SUBTITLE_FORMATS:
+        from oasr.io.subtitle_writer import subtitle_output_path
+
+        return subtitle_output_path(out, fmt)
     is_dir = out.endswith(("/", os.sep)) or Path(out).is_dir()
     if not is_dir:
         return Path(out)
@@ -147,8 +176,11 @@ class OutputWriter:
         flush_rows: int = 64,
         passthrough_schema: pa.Schema | None = None,
     ) -> None:
-        if fmt not in FORMATS:
-            raise OutputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        if fmt not in TABLE_FORMATS:
+            raise OutputError(
+                f"OutputWriter writes {', '.join(TABLE_FORMATS)}, not {fmt!r}; open_writer() "
+                f"picks the writer of any of {', '.join(FORMATS)}"
+            )
         if flush_rows < 1:
             raise OutputError(f"flush_rows must be >= 1, got {flush_rows}")
         self.path = Path(path)
@@ -421,3 +453,41 @@ class OutputWriter:
                 writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
             elif not winners:
                 writer.write_table(schema.empty_table())
+
+
+class RowWriter(Protocol):
+    """What ``oasr transcribe`` needs of an output: :class:`OutputWriter` and
+    :class:`~oasr.io.subtitle_writer.SubtitleWriter` both are one."""
+
+    def done_ids(self) -> set[str]: ...
+
+    def previous_metadata(self) -> dict[str, str] | None: ...
+
+    def write(self, row: OutputRow) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def open_writer(
+    path: str | Path,
+    fmt: str = "parquet",
+    metadata: dict[str, str] | None = None,
+    retry_errors: bool = False,
+    passthrough_schema: pa.Schema | None = None,
+    cue_options: CueOptions | None = None,
+    rows: int | None = None,
+) -> RowWriter:
+    """The writer of ``fmt`` at ``path`` (from :func:`resolve_output_path`): an
+    :class:`OutputWriter` for parquet/jsonl/txt, a ``SubtitleWriter`` for srt/vtt (which uses
+    ``cue_options`` and refuses ``rows`` > 1 into one file; the others ignore both)."""
+    if fmt in SUBTITLE_FORMATS:
+        from oasr.io.subtitle_writer import SubtitleWriter
+
+        return SubtitleWriter(path, fmt, metadata=metadata, retry_errors=retry_errors,
+                              cue_options=cue_options, rows=rows)
+    return OutputWriter(path, fmt, metadata=metadata, retry_errors=retry_errors,
+                        passthrough_schema=passthrough_schema)
