@@ -65,17 +65,21 @@ py::tuple dtw(const F32& cost) {
   return py::make_tuple(a, b);
 }
 
-py::tuple snap_to_pauses(const F64& starts, const F64& ends, const F64& pause_starts,
-                         const F64& pause_ends) {
-  if (starts.ndim() != 1 || ends.ndim() != 1 || starts.shape(0) != ends.shape(0) ||
+py::tuple snap_to_pauses(const F64& starts, const F64& ends,
+                         const py::array_t<uint8_t, py::array::c_style | py::array::forcecast>&
+                             joins_previous,
+                         const F64& pause_starts, const F64& pause_ends) {
+  if (starts.ndim() != 1 || ends.ndim() != 1 || joins_previous.ndim() != 1 ||
+      starts.shape(0) != ends.shape(0) || joins_previous.shape(0) != starts.shape(0) ||
       pause_starts.ndim() != 1 || pause_ends.ndim() != 1 ||
       pause_starts.shape(0) != pause_ends.shape(0)) {
-    throw py::value_error("snap_to_pauses: starts/ends and pause_starts/pause_ends must pair up");
+    throw py::value_error(
+        "snap_to_pauses: starts/ends/joins_previous and pause_starts/pause_ends must pair up");
   }
   py::array_t<double> s(starts.shape(0)), e(ends.shape(0));
   std::copy(starts.data(), starts.data() + starts.shape(0), s.mutable_data());
   std::copy(ends.data(), ends.data() + ends.shape(0), e.mutable_data());
-  oasr::alignment::snap_to_pauses(s.mutable_data(), e.mutable_data(),
+  oasr::alignment::snap_to_pauses(s.mutable_data(), e.mutable_data(), joins_previous.data(),
                                   static_cast<std::size_t>(s.shape(0)), pause_starts.data(),
                                   pause_ends.data(), static_cast<std::size_t>(pause_starts.shape(0)));
   return py::make_tuple(s, e);
@@ -92,7 +96,7 @@ void bind_alignment(py::module_& m) {
   m.def("classify", &classify, py::arg("codepoints"),
         "Per code point: 0 other, 1 whitespace (str.isspace), 2 space-less script.");
   m.def("snap_to_pauses", &snap_to_pauses, py::arg("starts"), py::arg("ends"),
-        py::arg("pause_starts"), py::arg("pause_ends"),
+        py::arg("joins_previous"), py::arg("pause_starts"), py::arg("pause_ends"),
         "Token spans moved off the pauses -> (starts, ends), new arrays.");
   m.def("dtw", &dtw, py::arg("cost"),
         "Monotone minimum-cost path through a (tokens, frames) matrix -> (token idx, frame idx).");

@@ -293,7 +293,7 @@ class AedDecodeStrategy(IncrementalArStrategy):
         sample_rate = self.feature_config.sample_rate
         no_ts = self.cfg.no_timestamps_token_id
         prompts, texts, probs, frames = [], [], [], []
-        for i, _ in asked:
+        for i, out in asked:
             row = group.rows[i]
             d = row.request.decoding
             prompt = list(self.cfg.prompt_ids(task=d.task, language=row.extra.get("language")
@@ -305,6 +305,8 @@ class AedDecodeStrategy(IncrementalArStrategy):
             texts.append(text)
             probs.append(p)
             seconds = row.request.num_samples / sample_rate
+            if out.resume_at is not None:  # the settled text covers the window up to there
+                seconds = min(seconds, out.resume_at)
             frames.append(math.ceil(seconds / clock.seconds_per_frame))
         idx = torch.tensor([i for i, _ in asked], device=group.last.device)
         cross_k, cross_v = group.state.cross.rows(idx)  # dense or paged storage alike
@@ -313,12 +315,14 @@ class AedDecodeStrategy(IncrementalArStrategy):
         snap = native("alignment").snap_to_pauses
         for (i, out), text, p, span in zip(asked, texts, probs, spans):
             starts, ends = span.starts, span.ends
+            pieces = self.tokenizer.token_pieces(text)
             if self.options.pause_snap_db > 0:
                 pauses = speech_pauses(group.rows[i].request.audio, sample_rate,
                                        clock.seconds_per_frame, self.options.pause_snap_db)
-                starts, ends = snap(starts, ends, *pauses)
+                joins = np.array([not piece[:1].isspace() for piece in pieces], dtype=np.uint8)
+                starts, ends = snap(starts, ends, joins, *pauses)
             fill_word_timings(out, self.tokenizer, text, starts, ends,
-                              np.asarray(p, dtype=np.float64), clock)
+                              np.asarray(p, dtype=np.float64), clock, pieces=pieces)
 
     def finish_row(self, row: ArRow, tokens: list[int], logps: list[float],
                    finish_reason: str) -> RequestOutput:

@@ -54,13 +54,16 @@ def emission_spans(frames: Sequence[int], num_frames: int) -> tuple[np.ndarray, 
 
 def fill_word_timings(out: RequestOutput, tokenizer: Any, token_ids: Sequence[int],
                       starts: np.ndarray, ends: np.ndarray, probs: np.ndarray,
-                      clock: FrameClock, offset: float = 0.0) -> None:
+                      clock: FrameClock, offset: float = 0.0,
+                      pieces: list[str] | None = None) -> None:
     """Set ``out.words``, ``out.timestamps`` and ``out.confidence`` for one row.
 
     ``starts``/``ends`` are per-token spans in encoder frames, ``probs`` per-token posteriors;
-    ``offset`` (seconds) shifts the row onto its recording's clock.
+    ``offset`` (seconds) shifts the row onto its recording's clock; ``pieces``: the tokens'
+    ``token_pieces`` when the caller already has them.
     """
-    pieces = tokenizer.token_pieces(list(token_ids))
+    if pieces is None:
+        pieces = tokenizer.token_pieces(list(token_ids))
     words, token_starts, confidence = native("alignment").word_timings(
         pieces, starts, ends, probs, clock.seconds_per_frame, offset
     )

@@ -177,12 +177,23 @@ def test_dtw_equals_the_oracle(shape):
         assert ((steps >= 0) & (steps <= 1)).all() and (steps.sum(1) >= 1).all()
 
 
-def oracle_snap(starts, ends, pauses):
+def oracle_snap(starts, ends, joins, pauses):
     s, e = list(starts), list(ends)
     n = len(s)
     for ps, pe in pauses:
         for k in range(n):
-            if e[k] <= ps or s[k] >= pe or (s[k] >= ps and e[k] <= pe):
+            if e[k] <= ps or s[k] >= pe:
+                continue
+            if joins[k] and k > 0:
+                if s[k] < ps:
+                    e[k] = ps
+                else:
+                    s[k] = e[k] = ps
+                if k + 1 < n and s[k + 1] > pe:
+                    s[k + 1] = pe
+                continue
+            if s[k] >= ps and e[k] <= pe:
+                s[k] = e[k] = pe
                 continue
             if s[k] < ps and e[k] > pe:
                 e[k] = ps
@@ -203,19 +214,33 @@ def test_snap_to_pauses_equals_the_oracle():
         starts, ends = bounds[:-1], bounds[1:]  # tiling spans, as DTW gives
         cuts = sorted(rng.sample(range(0, 70), 2 * rng.randint(0, 3)))
         pauses = list(zip(cuts[::2], cuts[1::2]))
+        joins = [rng.random() < 0.3 for _ in range(n)]
         got = alignment.snap_to_pauses(np.array(starts, dtype=np.float64),
                                        np.array(ends, dtype=np.float64),
+                                       np.array(joins, dtype=np.uint8),
                                        np.array([p[0] for p in pauses], dtype=np.float64),
                                        np.array([p[1] for p in pauses], dtype=np.float64))
-        want = oracle_snap(starts, ends, pauses)
+        want = oracle_snap(starts, ends, joins, pauses)
         assert got[0].tolist() == want[0] and got[1].tolist() == want[1]
 
 
 def test_snap_moves_a_sentence_end_off_the_pause_and_the_next_word_onto_speech():
-    # "blood." runs through a pause [10, 15); "And" starts late at 18.
+    # "blood" runs through a pause [10, 15); "And" starts late at 18.
     s, e = alignment.snap_to_pauses(np.array([0.0, 5.0, 18.0]), np.array([5.0, 18.0, 20.0]),
-                                    np.array([10.0]), np.array([15.0]))
+                                    np.zeros(3, dtype=np.uint8), np.array([10.0]),
+                                    np.array([15.0]))
     assert s.tolist() == [0.0, 5.0, 15.0] and e.tolist() == [5.0, 10.0, 20.0]
+    # " been" reaches into the pause [79, 108) and "." was placed after it, on the speech of
+    # the next word: the full stop stays with "been", " I" starts where speech resumes.
+    s, e = alignment.snap_to_pauses(np.array([44.0, 80.0, 136.0]), np.array([80.0, 136.0, 148.0]),
+                                    np.array([0, 1, 0], dtype=np.uint8), np.array([79.0]),
+                                    np.array([108.0]))
+    assert s.tolist() == [44.0, 79.0, 108.0] and e.tolist() == [79.0, 79.0, 148.0]
+    # A word's first token inside a pause starts with the speech after it.
+    s, e = alignment.snap_to_pauses(np.array([5.0, 19.0, 21.0]), np.array([8.0, 19.5, 25.0]),
+                                    np.array([0, 0, 0], dtype=np.uint8), np.array([8.0]),
+                                    np.array([20.0]))
+    assert s.tolist() == [5.0, 20.0, 21.0] and e.tolist() == [8.0, 20.0, 25.0]
 
 
 def test_emission_spans_tile_to_the_utterance_end():
