@@ -56,6 +56,9 @@ def convert_command(
         "default: every registered one."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing bundle at DST."),
+    checkpoint_name: str | None = typer.Option(
+        None, "--checkpoint-name", help="The checkpoint file inside SRC for formats that hold "
+        "several (WeNet: final.pt by default, e.g. avg_10.pt)."),
 ) -> None:
     """Convert SRC into a native bundle at DST and print the load report.
 
@@ -85,6 +88,13 @@ def convert_command(
         converter = detect_converter(path, architecture)
     except (NoConverterError, UnknownNameError) as e:
         _fail(str(e))
+    if checkpoint_name is not None:
+        if not hasattr(converter, "checkpoint_name"):
+            _fail(f"--checkpoint-name: the {converter.architecture}/{converter.source_format} "
+                  "format has one checkpoint file, nothing to choose")
+        converter = type(converter)(checkpoint_name=checkpoint_name)
+        if not (path / checkpoint_name).is_file():
+            _fail(f"--checkpoint-name: {path / checkpoint_name} does not exist")
     typer.echo(f"format: {converter.source_format} (architecture {converter.architecture})")
     if not callable(getattr(converter, "convert", None)):
         _fail(f"the {converter.architecture}/{converter.source_format} converter "

@@ -31,6 +31,8 @@ class EngineConfig:
     max_decode_slots: int = 256
     decode_admit_window_ms: float = 0.0
     max_new_tokens: int = 224
+    # CUDA: keep SDPA off cuDNN's backend (host-side plan building per shape; see ASREngine).
+    avoid_cudnn_sdpa: bool = True
     # Decoder KV (AR families): where it lives and how much of it may be held.
     # kv_storage: "dense" (a buffer per decode group), "paged" (one BlockPool per engine, a
     # block table per row), "auto" (paged exactly when greedy decoder steps are replayed from

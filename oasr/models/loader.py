@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ class LoadedModel:
     architecture: str = ""
     weights_sha256: str = ""
     source: str = ""
+    # From the checkpoint: decode_type and decode-family option defaults.
+    decoding_defaults: dict[str, Any] = field(default_factory=dict)
 
 
 def _source_key(src: str, path: Path) -> str:
@@ -74,6 +76,7 @@ def load_pretrained(src: str | None = None, architecture: str | None = None) -> 
         model=model.eval(), tokenizer=tokenizer, feature_config=bundle.build_feature_config(),
         name=src, architecture=bundle.architecture,
         weights_sha256=str(bundle.provenance.get("weights_sha256", "")), source=str(bundle.path),
+        decoding_defaults=dict(bundle.decoding_defaults or {}),
     )
 
 

@@ -107,3 +107,16 @@ def resolve_options(options_cls: type | None, overrides: dict[str, Any] | None =
     if callable(validate):
         validate()
     return opts
+
+
+def family_defaults(family: str, checkpoint: dict[str, Any] | None,
+                    overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The options a family is built with: the checkpoint's defaults that name one of its
+    options (e.g. WeNet's ``rescoring_reverse_weight`` from train.yaml), then ``overrides``."""
+    from oasr.engine.decode.registry import DECODE_STRATEGIES
+
+    cls = DECODE_STRATEGIES.get(family).options_cls
+    names = {f.name for f in dataclasses.fields(cls)} if cls is not None else set()
+    merged = {k: v for k, v in (checkpoint or {}).items() if k in names}
+    merged.update(overrides or {})
+    return merged

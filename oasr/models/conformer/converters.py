@@ -331,7 +331,10 @@ class WenetConformerConverter(BaseCheckpointConverter):
         return TokenizerSpec(kind="symbol_table", files={"units": units.name})
 
     def build_decoding_defaults(self, config: ConformerConfig, path: Path) -> dict[str, Any]:
-        return {"decode_type": self.default_decode_type, "reverse_weight": config.reverse_weight}
+        # Keys other than decode_type name decode-family options (applied where the family
+        # has the option, below the user's --decode-option).
+        return {"decode_type": self.default_decode_type,
+                "rescoring_reverse_weight": config.reverse_weight}
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.architecture}/{self.source_format}, "

@@ -282,7 +282,7 @@ def test_convert_writes_a_bundle_that_loads_back(tmp_path):
     assert bundle.architecture == "conformer"
     assert bundle.build_model_config() == conv.build_config(U2PP)
     assert bundle.provenance["source_format"] == "wenet"
-    assert bundle.decoding_defaults == {"decode_type": "ctc", "reverse_weight": 0.3}
+    assert bundle.decoding_defaults == {"decode_type": "ctc", "rescoring_reverse_weight": 0.3}
     assert bundle.tokenizer_spec.kind == "symbol_table"
     assert bundle.tokenizer_spec.files == {"units": "units.txt"}
     assert (bundle.tokenizer_dir / "units.txt").read_text() == (U2PP / "units.txt").read_text()
@@ -304,3 +304,34 @@ def test_convert_writes_a_bundle_that_loads_back(tmp_path):
     for b, n in enumerate(lens.tolist()):
         torch.testing.assert_close(log_probs[b, :n], ref["ctc_log_probs"][b, :n], atol=1e-5,
                                    rtol=0)
+
+
+def test_convert_cli_checkpoint_name_and_decoding_defaults_reach_the_family(tmp_path):
+    from typer.testing import CliRunner
+
+    from oasr.cli.app import app
+    from oasr.engine.config import EngineConfig
+    from oasr.engine.engine import ASREngine
+    from oasr.models.loader import load_pretrained
+
+    src = tmp_path / "wenet"
+    shutil.copytree(fixture_dir("u2pp_conv2d4"), src)
+    (src / "final.pt").rename(src / "avg_3.pt")
+    runner = CliRunner()
+    refused = runner.invoke(app, ["convert", str(src), str(tmp_path / "b0")])
+    assert refused.exit_code != 0 and "avg_3.pt" in refused.output
+    missing = runner.invoke(app, ["convert", str(src), str(tmp_path / "b1"),
+                                  "--checkpoint-name", "avg_9.pt"])
+    assert missing.exit_code == 2 and "avg_9.pt does not exist" in missing.output
+    ok = runner.invoke(app, ["convert", str(src), str(tmp_path / "b2"),
+                             "--checkpoint-name", "avg_3.pt"])
+    assert ok.exit_code == 0, ok.output
+
+    loaded = load_pretrained(str(tmp_path / "b2"))
+    assert loaded.decoding_defaults["rescoring_reverse_weight"] == pytest.approx(0.3)
+    engine = ASREngine(EngineConfig(device="cpu", decode_method="ctc_aed_rescoring"), loaded)
+    assert engine.strategy.options.rescoring_reverse_weight == pytest.approx(0.3)
+    engine = ASREngine(EngineConfig(device="cpu", decode_method="ctc_aed_rescoring",
+                                    decode_options={"rescoring_reverse_weight": 0.0}), loaded)
+    assert engine.strategy.options.rescoring_reverse_weight == 0.0  # the user's wins
+    assert ASREngine(EngineConfig(device="cpu"), loaded).decode_method == "ctc"
