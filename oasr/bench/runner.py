@@ -2,12 +2,16 @@
 
 Audio is decoded once, before any timing. A run feeds the clips (repeated, as whole passes,
 until at least ``repeat_minutes`` of audio; one pass by default) to a system at one batch size
-after one warm-up request, and records:
+after one untimed warm-up pass over the clips at that batch size (so our decoder-step CUDA
+graphs for the batch's shapes are captured before timing, and the peer's kernels are warm),
+and records:
 
 * ``rtfx``: audio seconds / wall seconds of the run;
 * latency percentiles (ms): ours, a request's finish time minus the time the engine pulled it
   from the request stream (the engine admits lazily, so queueing inside the engine counts, a
-  request not yet pulled does not); a peer, its batch's wall time for every request in it;
+  request not yet pulled does not); at batch 1 the requests go one at a time (the next is
+  handed over when the last finished), so the figure is a request's own service time; a peer,
+  its batch's wall time for every request in it;
 * ``tokens_per_s``: generated tokens / wall seconds;
 * peak memory: ``torch.cuda.max_memory_allocated`` (reset per run) on CUDA, else the process's
   peak RSS (``resource.getrusage``, which never resets: a CPU row reports the high-water mark of
@@ -168,15 +172,22 @@ def bench_ours(lm: Any, model: str, clips: list[BenchClip], batch: int, device: 
                           max_decode_slots=max(256, batch), max_new_tokens=max_new_tokens)
     engine = ASREngine(config, loaded=lm)
     resolved = config.resolve_device()
-    list(engine.run([Request("warm-up", clips[0].audio)]))
+    list(engine.run(Request(f"warm-up-{i}", c.audio) for i, c in enumerate(clips)))
 
     work = repeat_clips(clips, repeat_minutes)
     handed: dict[str, float] = {}
 
-    def stream() -> Iterator[Request]:
+    def requests() -> Iterator[Request]:
         for rid, clip in work:
             handed[rid] = time.perf_counter()
             yield Request(rid, clip.audio)
+
+    def stream() -> Iterator[Any]:
+        if batch > 1:
+            yield from engine.run(requests())
+            return
+        for request in requests():  # closed loop: one request in the engine at a time
+            yield from engine.run([request])
 
     _reset_memory(resolved)
     _sync(resolved)
@@ -184,7 +195,7 @@ def bench_ours(lm: Any, model: str, clips: list[BenchClip], batch: int, device: 
     texts: dict[str, str] = {}
     tokens = errors = 0
     t0 = time.perf_counter()
-    for out in engine.run(stream()):
+    for out in stream():
         # Outputs leave the engine once their tokens are on the host: no sync needed here.
         if out.error is not None:  # refused at admission: no work to time
             errors += 1
@@ -200,7 +211,8 @@ def bench_ours(lm: Any, model: str, clips: list[BenchClip], batch: int, device: 
 def bench_peer(peer: Any, clips: list[BenchClip], batch: int, device: str,
                repeat_minutes: float | None = None) -> BenchResult:
     """A peer (``oasr.bench.peers``) over ``clips`` in batches of ``batch``, in manifest order."""
-    peer.transcribe_with_counts([clips[0].audio])  # warm-up
+    for i in range(0, len(clips), batch):  # warm-up pass
+        peer.transcribe_with_counts([c.audio for c in clips[i:i + batch]])
     work = repeat_clips(clips, repeat_minutes)
     _reset_memory(device)
     _sync(device)
