@@ -35,6 +35,7 @@ CAPABILITIES: dict[str, Capability] = {
     "ctc": _cap(
         "ctc",
         forward_offline="features -> CTC log-probs (B, T, V), the fused encoder+head path",
+        config__blank_id="the CTC blank's id (no default: a wrong blank decodes garbage)",
     ),
     # U2 / U2++: CTC prefix-beam n-best, then one teacher-forced attention-decoder pass.
     "ctc_aed_rescoring": _cap(
@@ -42,6 +43,7 @@ CAPABILITIES: dict[str, Capability] = {
         encode_offline="features -> (encoder hidden states, their lengths)",
         ctc_log_probs="hidden states -> CTC log-probs (B, T, V) for the prefix beam",
         attention_scores="one batched teacher-forced pass scoring every row's n-best",
+        config__blank_id="the CTC blank's id (no default: a wrong blank decodes garbage)",
     ),
 }
 

@@ -152,7 +152,7 @@ class CtcDecodeStrategy(DecodeStrategy):
     def __init__(self, model: Any, options: Any = None, *, feature_config: Any = None,
                  **kwargs: Any) -> None:
         super().__init__(model, options or CtcOptions(), **kwargs)
-        self.blank = int(getattr(getattr(model, "config", None), "blank_id", 0))
+        self.blank = int(model.config.blank_id)  # required by the capability check
         if feature_config is not None:
             self.feature_config = feature_config
 

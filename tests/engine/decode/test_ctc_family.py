@@ -228,3 +228,18 @@ def test_engine_word_timings_and_their_refusal():
                 assert x / SECONDS_PER_FRAME == pytest.approx(round(x / SECONDS_PER_FRAME))
     _, outs = run(build_fake_ctc(2, with_clock=False), audio, decodings)
     assert all("subsampling_rate" in o.error for o in outs.values())
+
+
+def test_a_model_without_a_declared_blank_cannot_serve_ctc():
+    from oasr.engine.decode import build_decode_strategy
+    from oasr.models.interfaces import MissingCapabilityError
+
+    class NoBlank:
+        class config:  # noqa: N801 - stands in for a model config
+            vocab_size = 5
+
+        def forward_offline(self, features, lengths):
+            raise AssertionError("not reached")
+
+    with pytest.raises(MissingCapabilityError, match="config.blank_id"):
+        build_decode_strategy("ctc", NoBlank())
