@@ -23,11 +23,10 @@ MEDIAN_FILTER_WIDTH = 7
 
 @dataclass
 class TokenSpans:
-    """Per text token: start and end (encoder frames) and the posterior under the pass."""
+    """Per text token: start and end, in encoder frames."""
 
     starts: np.ndarray
     ends: np.ndarray
-    probs: np.ndarray
 
 
 def median_filter(x: torch.Tensor, width: int) -> torch.Tensor:
@@ -61,24 +60,21 @@ def align_rows(decoder, prompts: list[list[int]], texts: list[list[int]], num_fr
     tokens = torch.full((len(seqs), width), eot, dtype=torch.long, device=cross_k[0].device)
     for i, s in enumerate(seqs):
         tokens[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-    logits, scores = decoder.cross_attention_scores(tokens, cross_k, cross_v, heads)
+    scores = decoder.cross_attention_scores(tokens, cross_k, cross_v, heads)
     dtw = native("alignment").dtw
     out = []
     for i, (p, t) in enumerate(zip(prompts, texts)):
         n = len(t)
         if n == 0:
             empty = np.zeros(0)
-            out.append(TokenSpans(empty, empty, empty))
+            out.append(TokenSpans(empty, empty))
             continue
         first = len(p) - 1  # the no-timestamps position predicts the first text token
-        probs = logits[i, first:first + n, :eot].float().softmax(dim=-1)
-        probs = probs.gather(1, torch.tensor(t, device=probs.device)[:, None])[:, 0]
         frames = max(1, min(int(num_frames[i]), scores.shape[-1]))
         matrix = alignment_matrix(scores[i, :, :len(seqs[i])], frames)[first:first + n + 1]
         token_idx, frame_idx = dtw(np.ascontiguousarray((-matrix).cpu().numpy(),
                                                         dtype=np.float32))
         jumps = np.diff(token_idx, prepend=-1).astype(bool)
         starts_at = frame_idx[jumps].astype(np.float64)  # n + 1 entries, one per matrix row
-        out.append(TokenSpans(starts_at[:n], starts_at[1:n + 1],
-                              probs.double().cpu().numpy()))
+        out.append(TokenSpans(starts_at[:n], starts_at[1:n + 1]))
     return out

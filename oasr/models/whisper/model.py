@@ -262,8 +262,8 @@ class WhisperDecoder(nn.Module):
 
     def cross_attention_scores(self, tokens: torch.Tensor, cross_k: list[torch.Tensor],
                                cross_v: list[torch.Tensor], heads: list[tuple[int, int]]
-                               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A teacher-forced pass that also returns the cross-attention scores of ``heads``.
+                               ) -> torch.Tensor:
+        """A teacher-forced pass returning the cross-attention scores of ``heads``.
 
         Args:
             tokens: (R, S) full sequences, right-padded (causal attention never reads the pad).
@@ -271,8 +271,9 @@ class WhisperDecoder(nn.Module):
             heads: ``(layer, head)`` pairs, e.g. the checkpoint's ``alignment_heads``.
 
         Returns:
-            logits (R, S, V) and pre-softmax scores (R, len(heads), S, T_enc) in fp32,
-            ``q . k / sqrt(D)`` as the attention itself computes them.
+            pre-softmax scores (R, len(heads), S, T_enc) in fp32, ``q . k / sqrt(D)`` as the
+            attention computes them. The pass stops at the last layer holding a head: nothing
+            after it (nor the vocabulary projection) changes the scores.
         """
         s = tokens.shape[1]
         pos = torch.arange(s, device=tokens.device)
@@ -280,8 +281,9 @@ class WhisperDecoder(nn.Module):
         wanted: dict[int, list[int]] = {}
         for layer, head in heads:
             wanted.setdefault(int(layer), []).append(int(head))
+        last = max(wanted)
         scores: dict[tuple[int, int], torch.Tensor] = {}
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.layers[:last + 1]):
             h = layer.self_attn_layer_norm(x)
             k, v = layer.self_attn.project_kv(h)
             x = x + layer.self_attn.attend(h, k, v)
@@ -294,10 +296,11 @@ class WhisperDecoder(nn.Module):
                                   cross_k[i].index_select(1, idx).float().transpose(-1, -2))
                 for j, head in enumerate(wanted[i]):
                     scores[(i, head)] = qk[:, j] * att.head_dim ** -0.5
+            if i == last:
+                break
             x = x + layer.encoder_attn.attend(h, cross_k[i], cross_v[i])
             x = x + layer.fc2(layer.fc1(layer.final_layer_norm(x)))
-        weights = torch.stack([scores[(int(lay), int(hd))] for lay, hd in heads], dim=1)
-        return self._logits(x), weights
+        return torch.stack([scores[(int(lay), int(hd))] for lay, hd in heads], dim=1)
 
 
 class WhisperModel(nn.Module):
