@@ -32,18 +32,6 @@ def _one_thread():
 
 
 @pytest.fixture(scope="module")
-def tiny() -> TinyWhisper:
-    """Rows run to their cap, mostly by looping."""
-    return build_tiny_whisper(seed=1, with_hf=False)
-
-
-@pytest.fixture(scope="module")
-def tiny_eos() -> TinyWhisper:
-    """Rows end at input-dependent lengths (a mix of "stop" and "length")."""
-    return build_tiny_whisper(seed=0, with_hf=False)
-
-
-@pytest.fixture(scope="module")
 def tiny_ml() -> TinyWhisper:
     return build_tiny_whisper(seed=2, multilingual=True, with_hf=False)
 

@@ -19,7 +19,6 @@ from oasr.engine.request import DecodingOptions, Request
 from tests.helpers.fake_graphs import FakeCapture
 from tests.helpers.tiny_whisper import (
     TinyWhisper,
-    build_tiny_whisper,
     random_audio,
     run_engine,
     torch_threads,
@@ -30,18 +29,6 @@ from tests.helpers.tiny_whisper import (
 def _one_thread():
     with torch_threads(1):
         yield
-
-
-@pytest.fixture(scope="module")
-def tiny_eos() -> TinyWhisper:
-    """Rows end at input-dependent lengths (a mix of "stop" and "length")."""
-    return build_tiny_whisper(seed=0, with_hf=False)
-
-
-@pytest.fixture(scope="module")
-def tiny() -> TinyWhisper:
-    """Rows run to their cap."""
-    return build_tiny_whisper(seed=1, with_hf=False)
 
 
 def _audio(n: int, offset: int = 0) -> list:
