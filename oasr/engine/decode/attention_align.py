@@ -57,22 +57,35 @@ def align_rows(decoder, prompts: list[list[int]], texts: list[list[int]], num_fr
     no-timestamps token), against the rows' cross K/V (per layer (R, H, T_enc, D))."""
     seqs = [p + t + [eot] for p, t in zip(prompts, texts)]
     width = max(len(s) for s in seqs)
-    tokens = torch.full((len(seqs), width), eot, dtype=torch.long, device=cross_k[0].device)
+    host_tokens = torch.full((len(seqs), width), eot, dtype=torch.long)
     for i, s in enumerate(seqs):
-        tokens[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-    scores = decoder.cross_attention_scores(tokens, cross_k, cross_v, heads)
+        host_tokens[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+    scores = decoder.cross_attention_scores(host_tokens.to(cross_k[0].device), cross_k, cross_v,
+                                            heads)
+    # Every row's matrix is built on the device, then read back in one copy (no sync per row).
+    shapes: list[tuple[int, int]] = []
+    matrices: list[torch.Tensor] = []
+    for i, (p, t) in enumerate(zip(prompts, texts)):
+        first = len(p) - 1  # the no-timestamps position predicts the first text token
+        frames = max(1, min(int(num_frames[i]), scores.shape[-1]))
+        matrix = alignment_matrix(scores[i, :, :len(seqs[i])], frames)[first:first + len(t) + 1]
+        shapes.append((matrix.shape[0], frames))
+        matrices.append(matrix)
+    stacked = scores.new_zeros(len(matrices), max(r for r, _ in shapes),
+                               max(f for _, f in shapes))
+    for i, m in enumerate(matrices):
+        stacked[i, :m.shape[0], :m.shape[1]] = m
+    host = (-stacked).cpu().numpy()
     dtw = native("alignment").dtw
     out = []
-    for i, (p, t) in enumerate(zip(prompts, texts)):
+    for i, t in enumerate(texts):
         n = len(t)
         if n == 0:
             empty = np.zeros(0)
             out.append(TokenSpans(empty, empty))
             continue
-        first = len(p) - 1  # the no-timestamps position predicts the first text token
-        frames = max(1, min(int(num_frames[i]), scores.shape[-1]))
-        matrix = alignment_matrix(scores[i, :, :len(seqs[i])], frames)[first:first + n + 1]
-        token_idx, frame_idx = dtw(np.ascontiguousarray((-matrix).cpu().numpy(),
+        rows, frames = shapes[i]
+        token_idx, frame_idx = dtw(np.ascontiguousarray(host[i, :rows, :frames],
                                                         dtype=np.float32))
         jumps = np.diff(token_idx, prepend=-1).astype(bool)
         starts_at = frame_idx[jumps].astype(np.float64)  # n + 1 entries, one per matrix row
