@@ -24,6 +24,8 @@ from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
+# How far before Whisper's resume timestamp a pause may end for the next window to start there.
+ONSET_LOOKBACK_S = 0.6
 
 
 @dataclass
@@ -215,7 +217,25 @@ class Transcriber:
                                    "text": text})
         state.texts.append(out.text)
         advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
+        if out.resume_at is not None and out.words:
+            advance = self._resume_before_onset(state, out, advance)
         self._next_window(state, state.seek + max(advance, 1))
+
+    def _resume_before_onset(self, state: _RowState, out: RequestOutput, advance: int) -> int:
+        """Whisper's last closed timestamp often lands a little after the next utterance began;
+        resuming there cuts its first word. When a pause ends shortly before the resume point
+        and the window's last timed word ended before that pause, resume at the pause's end."""
+        from oasr.engine.decode.pauses import speech_pauses
+
+        audio = state.reader.window(state.seek, state.window_len)
+        frame = 0.02
+        starts, ends = speech_pauses(audio, self.sr, frame)
+        resume_s = advance / self.sr
+        last_word_end = out.words[-1].end
+        for ps, pe in zip(starts * frame, ends * frame):
+            if resume_s - ONSET_LOOKBACK_S <= pe < resume_s and last_word_end <= ps + frame:
+                return int(pe * self.sr)
+        return advance
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:

@@ -62,8 +62,9 @@ def test_longform_wer_within_1_5_of_per_utterance(tmp_path):
     assert " ".join(s["text"] for s in segs if s["text"]) == row["text"]
 
     # Word timings (on by default): each utterance's first and last word against its true
-    # start and end. Measured on this stretch: 56% of utterances within 0.3 s at both ends,
-    # median errors 0.015 s; raw DTW spans (no pause snapping) score 3%, medians 0.5 / 1.1 s.
+    # start and end. Measured on this stretch: 58% of utterances within 0.3 s at both ends,
+    # median errors 0.013 / 0.015 s; raw DTW spans (no pause snapping) score 3%, medians
+    # 0.5 / 1.1 s.
     # Some of these utterances carry 0.4-0.6 s of quiet inside their reference boundaries,
     # which caps any aligner that puts words on the speech (benchmarks/word_timings_longform.py).
     words = row["words"]
@@ -74,5 +75,5 @@ def test_longform_wer_within_1_5_of_per_utterance(tmp_path):
     report = boundary_errors(words, inside)
     print(report.summary())
     assert report.missed == 0
-    assert report.within(0.3) >= 0.45
+    assert report.within(0.3) >= 0.5
     assert report.median("start") <= 0.1 and report.median("end") <= 0.1

@@ -1,8 +1,9 @@
-"""Long recordings on a family without Whisper's timestamp mode (CTC, WeNet Conformer).
+"""Where ``transcribe`` cuts a long recording into windows.
 
-Such a family cannot say where to resume, so a recording is decoded in consecutive windows,
-each cut at the quietest 20 ms of its last 2 s; windows tile the recording, word times are on
-the recording's clock."""
+A family without Whisper's timestamp mode (CTC, WeNet Conformer) cannot say where to resume, so
+a recording is decoded in consecutive windows, each cut at the quietest 20 ms of its last 2 s.
+Whisper resumes from its last closed timestamp, moved back to the end of a pause just before it
+when the timestamp fell inside the next utterance."""
 
 from __future__ import annotations
 
@@ -54,3 +55,29 @@ def test_conformer_long_recording_in_windows_with_word_times(tmp_path):
     assert words and all(10.0 <= w["start"] <= w["end"] <= 75.0 + 1e-6 for w in words)
     assert all(a["start"] <= b["start"] for a, b in zip(words, words[1:]))
     assert " ".join(s["text"] for s in segs if s["text"]) == row["text"]
+
+
+def test_whisper_resumes_at_the_pause_before_a_late_timestamp():
+    """Whisper closed its last segment at 5.0 s, 0.3 s into the next utterance (speech resumes
+    at 4.7 s after a pause from 4.0 s); the last timed word ended before the pause."""
+    from types import SimpleNamespace
+
+    from oasr.engine.request import RequestOutput, WordTiming
+    from oasr.transcribe.runner import Transcriber
+
+    sr = 16000
+    rng = np.random.default_rng(1)
+    audio = (0.1 * rng.standard_normal(8 * sr)).astype(np.float32)
+    audio[int(4.0 * sr):int(4.7 * sr)] = 0.0
+    t = Transcriber.__new__(Transcriber)
+    t.sr = sr
+    state = SimpleNamespace(seek=0, window_len=len(audio),
+                            reader=SimpleNamespace(window=lambda seek, n: audio[seek:seek + n]))
+    out = RequestOutput("r", resume_at=5.0, words=[WordTiming("end.", 3.2, 3.98, 0.9)])
+    assert t._resume_before_onset(state, out, 5 * sr) == int(4.7 * sr)
+    # A word timed across the pause keeps Whisper's point (its text is settled up to there).
+    out.words = [WordTiming("end.", 3.2, 4.9, 0.9)]
+    assert t._resume_before_onset(state, out, 5 * sr) == 5 * sr
+    # A pause ending more than ONSET_LOOKBACK_S before the point does not move it.
+    out.words = [WordTiming("end.", 3.2, 3.98, 0.9)]
+    assert t._resume_before_onset(state, out, int(5.5 * sr)) == int(5.5 * sr)
