@@ -81,10 +81,8 @@ class ASREngine:
         self.strategy = build_decode_strategy(
             self.decode_method, self.model,
             family_defaults(self.decode_method, loaded.decoding_defaults, config.decode_options),
-            tokenizer=self.tokenizer, engine_config=config,
+            tokenizer=self.tokenizer, engine_config=config, feature_config=loaded.feature_config,
         )
-        # The frontend's geometry is half of the frame clock word timings need.
-        self.strategy.feature_config = loaded.feature_config
         self.scheduler = Scheduler(config, self.inputs.cost)
         self._skipped_admits = 0
         self._budget_spent = False

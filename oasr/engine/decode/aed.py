@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from oasr.engine.decode.alignment import FrameClock, fill_word_timings
+from oasr.engine.decode.alignment import fill_word_timings
 from oasr.engine.decode.attention_align import align_rows
 from oasr.engine.decode.incremental import ArRow, GreedyGroup, IncrementalArStrategy
 from oasr.engine.decode.incremental_beam import ArBeamGroup
@@ -271,10 +271,6 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     # -- word timings -----------------------------------------------------------------------
     @property
-    def clock(self) -> FrameClock | None:
-        return FrameClock.resolve(self.model, getattr(self, "feature_config", None))
-
-    @property
     def word_timing_modes(self) -> tuple[str, ...]:
         """Offline, greedy, with alignment heads and a resolvable clock. A beam group keeps no
         encoder row to re-forward against, so beam search times nothing."""
@@ -337,19 +333,21 @@ class AedDecodeStrategy(IncrementalArStrategy):
             text = " ".join(seg[2] for seg in segments if seg[2])
         else:
             text = self.tokenizer.decode(tokens).strip() if self.tokenizer is not None else ""
+        # The text tokens (a window's settled ones) and their decode posteriors: what the
+        # utterance confidence averages, and what word timings time.
+        limit = len(settled_text) if settled_text is not None else None
+        text_at = [i for i, t in enumerate(tokens) if t < self.eos_id][:limit]
+        probs = [math.exp(logps[i]) for i in text_at]
         if row.request.decoding.word_timestamps:
-            # The text tokens to time (a window's settled ones), with their decode posteriors.
-            limit = len(settled_text) if settled_text is not None else None
-            text_at = [i for i, t in enumerate(tokens) if t < self.eos_id][:limit]
-            row.extra["align"] = ([tokens[i] for i in text_at],
-                                  [math.exp(logps[i]) for i in text_at])
+            row.extra["align"] = ([tokens[i] for i in text_at], probs)
         conf = None
-        if logps:
-            # The mean token posterior: a product would rank long transcripts below short ones.
+        if probs:
+            # The mean, accumulated left to right as the word pass does: a product would rank
+            # long transcripts below short ones.
             total = 0.0
-            for lp in logps:
-                total += math.exp(lp)
-            conf = total / len(logps)
+            for p in probs:
+                total += p
+            conf = total / len(probs)
         return RequestOutput(
             request_id=row.request.request_id, text=text, token_ids=tokens,
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,

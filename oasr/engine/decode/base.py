@@ -29,11 +29,21 @@ class DecodeStrategy:
     selective_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, model: Any, options: Any = None, *, tokenizer: Any = None,
-                 engine_config: Any = None) -> None:
+                 engine_config: Any = None, feature_config: Any = None) -> None:
         self.model = model
         self.options = options
         self.tokenizer = tokenizer
         self.engine_config = engine_config
+        # The frontend's geometry: half of the frame clock word timings need.
+        self.feature_config = feature_config
+
+    @property
+    def clock(self) -> Any:
+        """Seconds per encoder frame (``FrameClock``), or ``None`` when the model or the
+        frontend does not declare its geometry (word timings are then refused)."""
+        from oasr.engine.decode.alignment import FrameClock
+
+        return FrameClock.resolve(self.model, self.feature_config)
 
     def validate_options(self, decoding: Any) -> None:
         """Refuse, at admission, a request setting a selective option this family cannot honour.

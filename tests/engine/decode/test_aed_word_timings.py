@@ -122,3 +122,16 @@ def test_real_tiny_en_token_times_match_transformers():
     diffs = np.abs(np.array(out.timestamps) - np.array(theirs))
     assert np.median(diffs) <= 0.02, diffs
     assert np.mean(diffs <= 0.1) >= 0.75, diffs
+
+
+def test_utterance_confidence_does_not_depend_on_asking_for_timings():
+    engine = tiny_engine()
+    a = audio(3)
+    # Timestamp mode: the mean is over the text tokens either way, never the timestamps.
+    outs = {o.request_id: o for o in engine.run([
+        Request("plain", a, DecodingOptions(timestamps=True)),
+        Request("timed", a, DecodingOptions(timestamps=True, word_timestamps=True))])}
+    assert any(t > 50256 for t in outs["plain"].token_ids)  # a timestamp was decoded
+    assert outs["plain"].confidence is not None
+    # Same tokens, two rows of one batch: equal up to fp32 batch noise.
+    assert outs["timed"].confidence == pytest.approx(outs["plain"].confidence, rel=1e-6)
