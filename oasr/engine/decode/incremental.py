@@ -121,6 +121,7 @@ class IncrementalArStrategy(DecodeStrategy):
         self.kv_storage = "dense"
         self.kv_budget: DecoderKvBudget | None = None
         self.step_graphs: DecoderStepGraphs | None = None
+        self.eos_check_interval = self._resolve_eos_check_interval()
 
     # -- family hooks ---------------------------------------------------------------------
     eos_id: int = -1
@@ -142,18 +143,14 @@ class IncrementalArStrategy(DecodeStrategy):
         """Called with the rows finishing now while their state is still in ``group``."""
 
     # -- options shared by incremental families -------------------------------------------
-    @property
-    def eos_check_interval(self) -> int:
-        n = getattr(self, "_eos_interval", None)
-        if n is None:
-            n = int(getattr(self.options, "eos_check_interval", 1))
-            if n <= 0:
-                # A finished row idles (feeding EOS) until the next check: cheap on a GPU,
-                # where each host read stalls the launch queue; on a CPU the step dominates.
-                param = next(self.model.decoder.parameters(), None)
-                n = CUDA_EOS_CHECK_INTERVAL if param is not None and param.is_cuda else 1
-            self._eos_interval = n
-        return n
+    def _resolve_eos_check_interval(self) -> int:
+        n = int(getattr(self.options, "eos_check_interval", 1))
+        if n > 0:
+            return n
+        # 0: by device. A finished row idles (feeding EOS) until the next check: cheap on a GPU,
+        # where each host read stalls the launch queue; on a CPU the step itself dominates.
+        param = next(self.model.decoder.parameters(), None)
+        return CUDA_EOS_CHECK_INTERVAL if param is not None and param.is_cuda else 1
 
     @property
     def merge_groups(self) -> bool:

@@ -331,3 +331,12 @@ def test_one_decode_step_per_tick_still_completes(tiny_eos):
     beam = run_engine(tiny_eos.loaded, audio, max_batch_size=2, max_new_tokens=12,
                       decode_steps_per_tick=1, decode_options={"beam_size": 2})
     assert set(beam) == set(base) and all(o.error is None for o in beam.values())
+
+
+def test_eos_check_interval_default_follows_the_device(tiny):
+    from oasr.engine.decode import build_decode_strategy
+
+    on_cpu = build_decode_strategy("aed", tiny.model)
+    assert on_cpu.options.eos_check_interval == 0 and on_cpu.eos_check_interval == 1
+    assert build_decode_strategy("aed", tiny.model,
+                                 {"eos_check_interval": 5}).eos_check_interval == 5
