@@ -41,14 +41,19 @@ class CtcOptions:
                                "nbest_texts. A request's n_best overrides it.")
 
     def validate(self) -> None:
-        if self.beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
-        if not 0.0 < self.blank_skip_threshold <= 1.0:
-            raise ValueError("blank_skip_threshold must be in (0, 1] (1.0: never skip), got "
-                             f"{self.blank_skip_threshold}")
+        validate_search(self.beam_size, self.blank_skip_threshold)
         if not 1 <= self.nbest <= self.beam_size:
             raise ValueError(f"nbest must be in [1, beam_size={self.beam_size}], got "
                              f"{self.nbest}")
+
+
+def validate_search(beam_size: int, blank_skip_threshold: float) -> None:
+    """The search knobs every CTC family's options carry."""
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if not 0.0 < blank_skip_threshold <= 1.0:
+        raise ValueError("blank_skip_threshold must be in (0, 1] (1.0: never skip), got "
+                         f"{blank_skip_threshold}")
 
 
 def host_log_probs(log_probs: torch.Tensor, lens: torch.Tensor | None
@@ -100,10 +105,11 @@ class CtcOutputs:
     def text(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids).strip() if self.tokenizer is not None else ""
 
-    def build(self, request: Request, best: Any, num_frames: int,
-              ranked: Sequence[Any] = (), n_best: int = 1) -> RequestOutput:
-        """``best`` is the chosen hypothesis, ``ranked`` the row's hypotheses in output order
-        (for ``nbest_texts`` when ``n_best > 1``)."""
+    def build(self, request: Request, ranked: Sequence[Any], num_frames: int,
+              n_best: int = 1) -> RequestOutput:
+        """``ranked`` is the row's hypotheses in output order: the first is the chosen one, the
+        first ``n_best`` fill ``nbest_texts`` when ``n_best > 1``."""
+        best = best_of(ranked)
         ids = best.tokens.tolist()
         out = RequestOutput(request_id=request.request_id, text=self.text(ids), token_ids=ids,
                             finish_reason="stop", metadata=request.metadata)
@@ -145,24 +151,9 @@ class CtcDecodeStrategy(DecodeStrategy):
     options_cls = CtcOptions
     selective_options: ClassVar[tuple[str, ...]] = ()
 
-    # The frontend's config, half of the word-timing clock; the engine sets it after
-    # construction.
-    feature_config: Any = None
-
-    def __init__(self, model: Any, options: Any = None, *, feature_config: Any = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or CtcOptions(), **kwargs)
         self.blank = int(model.config.blank_id)  # required by the capability check
-        if feature_config is not None:
-            self.feature_config = feature_config
-
-    @property
-    def clock(self) -> FrameClock | None:
-        return FrameClock.resolve(self.model, self.feature_config)
-
-    @property
-    def outputs(self) -> CtcOutputs:
-        return CtcOutputs(self.tokenizer, self.clock)
 
     @property
     def word_timing_modes(self) -> tuple[str, ...]:
@@ -180,13 +171,24 @@ class CtcDecodeStrategy(DecodeStrategy):
         refuse_unsupported(self.name, decoding, self.clock, self.options.beam_size)
         super().validate_options(decoding)
 
+    def search(self, log_probs: torch.Tensor, lens: torch.Tensor | None, nbest: int
+               ) -> tuple[np.ndarray, list[list[Any]]]:
+        """log_probs (B, T', V), lens (B,) -> the rows' frame counts (B,) and, per row, up to
+        ``nbest`` hypotheses best first, under this family's beam options."""
+        lp, n = host_log_probs(log_probs, lens)
+        opt = self.options
+        return n, ctc_search(lp, n, self.blank, opt.beam_size, opt.blank_skip_threshold, nbest)
+
+    def build_outputs(self, requests: list[Request], rankings: Sequence[Sequence[Any]],
+                      num_frames: np.ndarray, n_best: Sequence[int]) -> list[RequestOutput]:
+        """One output per request from its row's hypotheses in output order."""
+        outputs = CtcOutputs(self.tokenizer, self.clock)  # the clock resolved once per batch
+        return [outputs.build(r, ranked, int(num_frames[b]), n_best[b])
+                for b, (r, ranked) in enumerate(zip(requests, rankings))]
+
     def decode_offline(self, log_probs: torch.Tensor, lens: torch.Tensor | None,
                        requests: list[Request]) -> list[RequestOutput]:
         """log_probs (B, T', V), lens (B,) encoder frames -> one output per request."""
-        lp, n = host_log_probs(log_probs, lens)
         wanted = [r.decoding.n_best or self.options.nbest for r in requests]
-        opt = self.options
-        hyps = ctc_search(lp, n, self.blank, opt.beam_size, opt.blank_skip_threshold,
-                          max(wanted))
-        return [self.outputs.build(r, best_of(row), int(n[b]), row, wanted[b])
-                for b, (r, row) in enumerate(zip(requests, hyps))]
+        n, hyps = self.search(log_probs, lens, max(wanted))
+        return self.build_outputs(requests, hyps, n, wanted)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from oasr.engine.decode.ctc import CtcDecodeStrategy, best_of, ctc_search, host_log_probs
+from oasr.engine.decode.ctc import CtcDecodeStrategy, validate_search
 from oasr.engine.decode.options import option
 from oasr.engine.request import Request, RequestOutput
 
@@ -40,14 +40,10 @@ class CtcAedRescoringOptions:
                                                   "probability exceeds this; 1.0 never skips.")
 
     def validate(self) -> None:
-        if self.beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        validate_search(self.beam_size, self.blank_skip_threshold)
         if not 0.0 <= self.rescoring_reverse_weight <= 1.0:
             raise ValueError("rescoring_reverse_weight must be in [0, 1], got "
                              f"{self.rescoring_reverse_weight}")
-        if not 0.0 < self.blank_skip_threshold <= 1.0:
-            raise ValueError("blank_skip_threshold must be in (0, 1] (1.0: never skip), got "
-                             f"{self.blank_skip_threshold}")
 
 
 def fuse(attention: list[float], ctc: list[float], ctc_weight: float) -> list[int]:
@@ -73,16 +69,12 @@ class CtcAedRescoringStrategy(CtcDecodeStrategy):
         """hidden (B, T', C) and hidden_lens (B,) from ``encode_offline`` -> one output per
         request."""
         opt = self.options
-        lp, n = host_log_probs(self.model.ctc_log_probs(hidden), hidden_lens)
-        hyps = ctc_search(lp, n, self.blank, opt.beam_size, opt.blank_skip_threshold,
-                          opt.beam_size)
+        n, hyps = self.search(self.model.ctc_log_probs(hidden), hidden_lens, opt.beam_size)
         att = self.model.attention_scores(hidden, hidden_lens,
                                           [[h.tokens.tolist() for h in row] for row in hyps],
                                           opt.rescoring_reverse_weight)
-        outs = []
-        for b, (r, row) in enumerate(zip(requests, hyps)):
+        rankings = []
+        for b, row in enumerate(hyps):
             order = fuse(list(att[b]), [h.score for h in row], opt.rescoring_ctc_weight)
-            ranked = [row[i] for i in order]
-            outs.append(self.outputs.build(r, best_of(ranked), int(n[b]), ranked,
-                                           r.decoding.n_best or 1))
-        return outs
+            rankings.append([row[i] for i in order])
+        return self.build_outputs(requests, rankings, n, [r.decoding.n_best or 1 for r in requests])
