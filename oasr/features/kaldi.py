@@ -28,6 +28,7 @@ exactly; ``kaldi_framing(config)`` gives that grid.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any
@@ -92,7 +93,10 @@ def frame_geometry(config: FeatureConfig) -> tuple[int, int]:
 
 def kaldi_framing(config: FeatureConfig) -> StreamingFraming:
     """The snip_edges frame grid of ``config``: history = span - hop, no padding before frame 0."""
-    span, hop = frame_geometry(config)
+    return _framing(*frame_geometry(config))
+
+
+def _framing(span: int, hop: int) -> StreamingFraming:
     return StreamingFraming(span=span, hop=hop, history=max(span - hop, 0), prefill=0)
 
 
@@ -280,11 +284,13 @@ def mfcc(
 
 
 def _default_framing() -> StreamingFraming:
-    # The spec's grid for the FeatureConfig defaults (16 kHz, 25 ms / 10 ms); other rates and
-    # frame sizes take theirs from kaldi_framing(config).
-    span = _kaldi_samples(16000, 25.0)
-    hop = _kaldi_samples(16000, 10.0)
-    return StreamingFraming(span=span, hop=hop, history=span - hop, prefill=0)
+    # The spec's grid for FeatureConfig's defaults; other rates and frame sizes take theirs from
+    # kaldi_framing(config). Read off the fields: no FeatureConfig exists before registration.
+    d = {f.name: f.default for f in dataclasses.fields(FeatureConfig)}
+    rate = d["sample_rate"]
+    return _framing(
+        _kaldi_samples(rate, d["frame_length_ms"]), _kaldi_samples(rate, d["frame_shift_ms"])
+    )
 
 
 FBANK = ExtractorSpec(

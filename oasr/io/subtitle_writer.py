@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
-from oasr.io.writer import _EXTENSIONS, OutputError, OutputRow, _fsync_replace
+from oasr.io.writer import (
+    _EXTENSIONS,
+    SUBTITLE_FORMATS,
+    OutputError,
+    OutputRow,
+    _fsync_replace,
+)
 
 __all__ = [
     "INDEX_NAME",
@@ -43,7 +49,7 @@ __all__ = [
 ]
 
 INDEX_NAME = ".oasr-subtitles.jsonl"
-SUBTITLE_EXTENSIONS = {"srt": ".srt", "vtt": ".vtt"}
+SUBTITLE_EXTENSIONS = {fmt: _EXTENSIONS[fmt] for fmt in SUBTITLE_FORMATS}
 _FORMAT_OF = {ext: fmt for fmt, ext in _EXTENSIONS.items()}
 _MAX_STEM_BYTES = 160  # file names stop at 255 bytes; leave room for the suffix and extension
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),

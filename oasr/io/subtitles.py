@@ -73,12 +73,14 @@ class CueOptions:
             raise ValueError(f"max_chars (--max-cue-chars) must be >= 1, got {self.max_chars}")
         if self.max_lines < 1:
             raise ValueError(f"max_lines must be >= 1, got {self.max_lines}")
-        if not self.max_duration_s > 0:
+        # Finite: an infinite limit has no millisecond value to cut at.
+        if not 0 < self.max_duration_s < math.inf:
             raise ValueError(
-                f"max_duration_s (--max-cue-seconds) must be > 0, got {self.max_duration_s}"
+                f"max_duration_s (--max-cue-seconds) must be a number > 0, got "
+                f"{self.max_duration_s}"
             )
-        if not self.min_gap_s >= 0:
-            raise ValueError(f"min_gap_s (--cue-gap) must be >= 0, got {self.min_gap_s}")
+        if not 0 <= self.min_gap_s < math.inf:
+            raise ValueError(f"min_gap_s (--cue-gap) must be a number >= 0, got {self.min_gap_s}")
 
     def __str__(self) -> str:
         return (
@@ -248,8 +250,8 @@ def build_cues(words: Iterable[Any], options: CueOptions | None = None) -> list[
         return []
     texts = [w.text for w in clean]
     seps = _separators(texts)
-    gap_ms = _ms(options.min_gap_s) or 0
-    max_ms = _ms(options.max_duration_s) or 0
+    gap_ms = _ms(options.min_gap_s)
+    max_ms = _ms(options.max_duration_s)
     groups: list[tuple[int, int]] = []  # [first, last) word index of each cue
     first = 0
     for i in range(1, len(clean) + 1):

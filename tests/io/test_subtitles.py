@@ -486,3 +486,11 @@ def test_index_appends_are_whole_lines(tmp_path: Path) -> None:
     entries = _index(out)
     assert sum("metadata" in e for e in entries) == 2
     assert SubtitleWriter(out, "srt").done_ids() == {f"u{i}" for i in range(10)}
+
+
+@pytest.mark.parametrize("bad", [{"max_duration_s": float("inf")}, {"min_gap_s": float("inf")},
+                                 {"max_duration_s": float("nan")}, {"min_gap_s": -0.1},
+                                 {"max_duration_s": 0.0}])
+def test_cue_limits_must_be_finite_numbers(bad: dict) -> None:
+    with pytest.raises(ValueError, match="must be a number"):
+        CueOptions(**bad)
