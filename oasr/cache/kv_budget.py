@@ -94,8 +94,7 @@ class DecoderKvBudget:
         self.budget_bytes = int(budget_gib * 2**30) if budget_gib > 0 else None
         self._pool: BlockPool | None = None
         if storage == "paged":
-            self.block_bytes = BlockPool.block_bytes_for(spec.layers, block_size, spec.kv_heads,
-                                                         spec.head_dim, dtype)
+            self.block_bytes = block_size * spec.position_bytes(dtype)
             self.row_blocks = (math.ceil(row_positions / block_size)
                                + math.ceil(spec.cross_len / block_size))
             self.row_bytes = self.row_blocks * self.block_bytes

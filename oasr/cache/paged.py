@@ -73,13 +73,6 @@ class BlockPool:
         self._free = list(range(num_blocks - 1, NULL_BLOCK, -1))
         self._used: set[int] = set()
 
-    @staticmethod
-    def block_bytes_for(layers: int, block_size: int, heads: int, head_dim: int,
-                        dtype: torch.dtype) -> int:
-        """Bytes of one block (K and V, every layer)."""
-        elem = torch.empty((), dtype=dtype).element_size()
-        return 2 * layers * block_size * heads * head_dim * elem
-
     @property
     def device(self) -> torch.device:
         return self.kv.device
@@ -99,11 +92,6 @@ class BlockPool:
     @property
     def used_blocks(self) -> int:
         return len(self._used)
-
-    @property
-    def block_bytes(self) -> int:
-        return self.block_bytes_for(self.layers, self.block_size, self.heads, self.head_dim,
-                                    self.dtype)
 
     def k(self, layer: int) -> torch.Tensor:
         """(num_blocks, block_size, H, D) keys of ``layer``."""
@@ -158,6 +146,16 @@ def _cat_tables(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.cat([_pad_width(a, w), _pad_width(b, w)])
 
 
+def _scatter(pool: BlockPool, layer: int, table: torch.Tensor, pos: torch.Tensor,
+             k: torch.Tensor, v: torch.Tensor) -> None:
+    """Store k, v (B, H, S, D) of ``layer`` at positions ``pos`` (S,), the same for every row."""
+    bs = pool.block_size
+    blk = table[:, pos // bs]  # (B, S)
+    off = pos % bs  # (S,) broadcast over rows
+    pool.k(layer)[blk, off] = k.transpose(1, 2)
+    pool.v(layer)[blk, off] = v.transpose(1, 2)
+
+
 def _distinct(idx: torch.Tensor) -> list[int]:
     order = idx.tolist()
     if len(set(order)) != len(order):
@@ -193,9 +191,17 @@ class _Paged:
             idx = torch.tensor(freed, device=self.table.device)
             self.table.index_fill_(0, idx, NULL_BLOCK)
 
-    def _drop_unselected(self, order: list[int]) -> None:
+    def release_rows(self, rows: list[int]) -> None:
+        """Return these rows' blocks to the pool; the rows read and write the null block after."""
+        self._release(rows)
+
+    def _take(self, idx: torch.Tensor) -> tuple[torch.Tensor, list[list[int]]]:
+        """The table and block ids of rows ``idx`` (distinct); rows left out are released, so
+        the state taken from is consumed."""
+        order = _distinct(idx)
         keep = set(order)
         self._release([r for r in range(self.batch) if r not in keep])
+        return self.table.index_select(0, idx), [self.blocks[i] for i in order]
 
 
 @dataclass
@@ -230,16 +236,14 @@ class PagedKv(_Paged):
     def write(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
         """Write (B, H, S, D) new keys at each row's ``lens`` (lens advance in ``advance``)."""
         s = k_new.shape[2]
-        bs = self.pool.block_size
-        kc, vc = self.pool.k(layer), self.pool.v(layer)
         if s == 1:
-            nb = self.step_blocks()
+            bs, nb = self.pool.block_size, self.step_blocks()
             # A finished row stepping past its reservation writes into a null-block column.
             pos = self.lens.clamp(max=nb * bs - 1)
             blk = self.table[:, :nb].gather(1, (pos // bs)[:, None])[:, 0]
             off = pos % bs
-            kc[blk, off] = k_new[:, :, 0]
-            vc[blk, off] = v_new[:, :, 0]
+            self.pool.k(layer)[blk, off] = k_new[:, :, 0]
+            self.pool.v(layer)[blk, off] = v_new[:, :, 0]
             return
         if self.max_len + s > self.capacity:
             raise RuntimeError(
@@ -247,10 +251,7 @@ class PagedKv(_Paged):
             )
         # Prefill: every row starts at the same offset (a fresh group).
         pos = torch.arange(self.max_len, self.max_len + s, device=self.table.device)
-        blk = self.table[:, pos // bs]  # (B, S)
-        off = pos % bs  # (S,) broadcast over rows
-        kc[blk, off] = k_new.transpose(1, 2)
-        vc[blk, off] = v_new.transpose(1, 2)
+        _scatter(self.pool, layer, self.table, pos, k_new, v_new)
 
     def attend(self, layer: int, attn: torch.nn.Module, q: torch.Tensor) -> torch.Tensor:
         """q (B, H, S, D) over each row's keys, the S new ones included -> (B, H, S, D)."""
@@ -272,17 +273,11 @@ class PagedKv(_Paged):
         self.lens = self.lens + s
         self._advance_host(s)
 
-    def release_rows(self, rows: list[int]) -> None:
-        """Return these rows' blocks to the pool; the rows read and write the null block after."""
-        self._release(rows)
-
     def select(self, idx: torch.Tensor) -> PagedKv:
         """Rows ``idx`` (distinct): the tables move, the K/V do not. Rows left out are freed,
         so the state selected from is consumed."""
-        order = _distinct(idx)
-        self._drop_unselected(order)
-        return PagedKv(self.pool, self.table.index_select(0, idx), [self.blocks[i] for i in order],
-                       self.lens.index_select(0, idx),
+        table, blocks = self._take(idx)
+        return PagedKv(self.pool, table, blocks, self.lens.index_select(0, idx),
                        None if self.starts is None else self.starts.index_select(0, idx),
                        self.max_len, self.capacity)
 
@@ -341,12 +336,8 @@ class PagedCrossKv(_Paged):
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (B, H, T_enc, D) of ``layer``, T_enc == ``window``."""
-        bs = self.pool.block_size
         pos = torch.arange(k.shape[2], device=self.table.device)
-        blk = self.table[:, pos // bs]
-        off = pos % bs
-        self.pool.k(layer)[blk, off] = k.transpose(1, 2)
-        self.pool.v(layer)[blk, off] = v.transpose(1, 2)
+        _scatter(self.pool, layer, self.table, pos, k, v)
 
     def attend(self, layer: int, attn: torch.nn.Module, q: torch.Tensor) -> torch.Tensor:
         return paged_attention(attn, q, self.pool.k(layer), self.pool.v(layer), self.table,
@@ -359,14 +350,9 @@ class PagedCrossKv(_Paged):
         vs = [gather_blocks(self.pool.v(i), table, self.window) for i in range(self.pool.layers)]
         return ks, vs
 
-    def release_rows(self, rows: list[int]) -> None:
-        self._release(rows)
-
     def select(self, idx: torch.Tensor) -> PagedCrossKv:
-        order = _distinct(idx)
-        self._drop_unselected(order)
-        return PagedCrossKv(self.pool, self.table.index_select(0, idx),
-                            [self.blocks[i] for i in order],
+        table, blocks = self._take(idx)
+        return PagedCrossKv(self.pool, table, blocks,
                             None if self.lens is None else self.lens.index_select(0, idx),
                             self.window)
 
@@ -388,7 +374,7 @@ class PagedCrossKv(_Paged):
         return PagedCrossKv(self.pool, _cat_tables(self.table, other.table),
                             self.blocks + other.blocks, lens, max(self.window, other.window))
 
-    # -- step-graph protocol --------------------------------------------------------------
+    # -- step-graph protocol (inputs only: a step never changes the cross K/V) -------------
     def graph_key(self) -> tuple:
         return (self.table.shape[1], self.window, self.lens is not None)
 
@@ -400,9 +386,3 @@ class PagedCrossKv(_Paged):
 
     def graph_view(self, inputs: dict[str, torch.Tensor]) -> PagedCrossKv:
         return PagedCrossKv(self.pool, inputs["table"], [], inputs.get("lens"), self.window)
-
-    def graph_outputs(self) -> dict[str, torch.Tensor]:
-        return {}
-
-    def graph_commit(self, outputs: dict[str, torch.Tensor], s: int = 1) -> None:
-        return None

@@ -108,8 +108,9 @@ class DecoderStepGraphs:
 
     def step(self, decoder: Any, tokens: torch.Tensor, state: Any) -> torch.Tensor:
         """tokens (B,) -> logits (B, V), replayed when the shape is captured (or capturable),
-        else eager; ``state`` advances exactly as the eager step advances it."""
-        if not (self.enabled and getattr(state, "capturable", False)):
+        else eager; ``state`` (which declares ``capturable``) advances exactly as the eager
+        step advances it."""
+        if not (self.enabled and state.capturable):
             self.stats["eager"] += 1
             return decoder.step(tokens, state)
         key = self.key(tokens, state)
