@@ -40,9 +40,8 @@ FRAME_SHIFT_MS = 10
 FRAME_LENGTH_MS = 25
 
 # Options whose non-default values change the graph: key -> (WeNet's default, accepted values).
-_ENCODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
-    "pos_enc_layer_type": ("rel_pos", ("rel_pos",)),
-    "selfattention_layer_type": ("rel_selfattn", ("rel_selfattn",)),
+# The attention and feed-forward options WeNet's encoder and decoder layers both take:
+_LAYER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "normalize_before": (True, (True,)),
     "layer_norm_type": ("layer_norm", ("layer_norm",)),
     "mlp_type": ("position_wise_feed_forward", ("position_wise_feed_forward",)),
@@ -52,6 +51,11 @@ _ENCODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "value_bias": (True, (True,)),
     "n_kv_head": (None, (None,)),
     "head_dim": (None, (None,)),
+}
+_ENCODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
+    "pos_enc_layer_type": ("rel_pos", ("rel_pos",)),
+    "selfattention_layer_type": ("rel_selfattn", ("rel_selfattn",)),
+    **_LAYER_FIXED,
     "conv_inner_factor": (2, (2,)),
     "final_norm": (True, (True,)),
     "input_layer": ("conv2d", tuple(SUBSAMPLING_LAYERS)),
@@ -61,19 +65,11 @@ _ENCODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
 _DECODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "input_layer": ("embed", ("embed",)),
     "use_output_layer": (True, (True,)),
-    "normalize_before": (True, (True,)),
     "src_attention": (True, (True,)),
-    "layer_norm_type": ("layer_norm", ("layer_norm",)),
-    "mlp_type": ("position_wise_feed_forward", ("position_wise_feed_forward",)),
-    "mlp_bias": (True, (True,)),
-    "query_bias": (True, (True,)),
-    "key_bias": (True, (True,)),
-    "value_bias": (True, (True,)),
+    **_LAYER_FIXED,
     "src_query_bias": (True, (True,)),
     "src_key_bias": (True, (True,)),
     "src_value_bias": (True, (True,)),
-    "n_kv_head": (None, (None,)),
-    "head_dim": (None, (None,)),
     "activation_type": ("relu", DECODER_ACTIVATIONS),
 }
 _POINTWISE = re.compile(r"\.conv_module\.pointwise_conv[12]\.weight$")
