@@ -101,6 +101,12 @@ class AedDecodeStrategy(IncrementalArStrategy):
             self._ts_vocab = TimestampVocab(cfg.eos_token_id, cfg.no_timestamps_token_id,
                                             cfg.timestamp_begin)
         self.beams: list[ArBeamGroup] = []
+        # Generated ids that are not text: end of text and the prompt's specials.
+        self._not_text = {cfg.eos_token_id, cfg.decoder_start_token_id, *cfg.sot_sequence,
+                          *cfg.lang_to_id.values(), *cfg.task_to_id.values()}
+        if cfg.no_timestamps_token_id is not None:
+            self._not_text.add(cfg.no_timestamps_token_id)
+        self._first_timestamp = cfg.timestamp_begin
 
     # -- admission ------------------------------------------------------------------------
     def validate_options(self, decoding: Any) -> None:
@@ -336,7 +342,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
         # The text tokens (a window's settled ones) and their decode posteriors: what the
         # utterance confidence averages, and what word timings time.
         limit = len(settled_text) if settled_text is not None else None
-        text_at = [i for i, t in enumerate(tokens) if t < self.eos_id][:limit]
+        # Timestamp ids exist only in timestamp mode (otherwise they may be ordinary ids).
+        first_ts = self._first_timestamp if settled_text is not None else None
+        text_at = [i for i, t in enumerate(tokens) if t not in self._not_text
+                   and (first_ts is None or t < first_ts)][:limit]
         probs = [math.exp(logps[i]) for i in text_at]
         if row.request.decoding.word_timestamps:
             row.extra["align"] = ([tokens[i] for i in text_at], probs)
