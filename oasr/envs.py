@@ -33,7 +33,13 @@ OASR_CACHE_DIR = EnvVar(
     "Where converted bundles of packaged models and JIT-compiled kernels are cached.",
 )
 
-ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR)
+OASR_CUDA_ARCH = EnvVar(
+    "OASR_CUDA_ARCH",
+    "",
+    "Target for the JIT-compiled CUDA kernels, e.g. 'sm_90'; empty: the current device's.",
+)
+
+ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH)
 
 
 def layers_backend() -> str:
