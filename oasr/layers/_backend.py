@@ -41,6 +41,8 @@ __all__ = [
     "register_kernel",
     "registered_kernels",
     "select_kernel",
+    "count_kernel",
+    "count_gap",
     "backend",
     "set_backend",
     "gap_counts",
@@ -168,6 +170,19 @@ def select_kernel(op: str, *tensors: torch.Tensor, gap: str) -> Callable[..., An
         f"op {op!r} on {x.device} {x.dtype} has no kernel and kernel gap {gap!r} is not "
         "declared; declare it in KERNEL_GAPS (oasr/layers/gaps.py) or add the kernel"
     )
+
+
+def count_kernel(op: str) -> None:
+    """Count a call an OASR kernel served outside ``select_kernel`` (ops whose scope is not
+    the layers' fp16/bf16 rule, e.g. decoders on any CUDA tensor)."""
+    _count("kernel", op)
+
+
+def count_gap(gap_id: str) -> None:
+    """Count a call that torch (or the CPU) served through declared gap ``gap_id``."""
+    if gap_id not in KERNEL_GAPS:
+        raise UndeclaredKernelGap(f"kernel gap {gap_id!r} is not declared in KERNEL_GAPS")
+    _count("gap", gap_id)
 
 
 def gap_counts() -> dict[tuple[str, str], int]:

@@ -1,9 +1,12 @@
-"""The ``ctc`` family: greedy or prefix beam search over CTC log-probs, on the CPU.
+"""The ``ctc`` family: greedy or prefix beam search over CTC log-probs.
 
-The model's fused encoder + CTC head (``forward_offline``) hands over log-probs (B, T', V); the
-search runs in ``oasr._C.ctc`` (csrc/ctc/) with the GIL released, one row per thread up to
-torch's thread count. The prefix beam search is WeNet's ``ctc_prefix_beam_search`` (the
-statement is in csrc/ctc/prefix_beam.h); beam width 1 is the greedy best path.
+The model's fused encoder + CTC head (``forward_offline``) hands over log-probs (B, T', V). On
+CUDA the search runs on the device (``oasr.kernels.ctc_cuda``, csrc/kernels/ctc/) and only the
+hypotheses come back, in one copy; a beam wider than the kernel serves is the declared gap
+``ctc-beam-width`` and runs on the CPU, counted. On the CPU the search runs in ``oasr._C.ctc``
+(csrc/ctc/) with the GIL released, one row per thread up to torch's thread count. Both are
+WeNet's ``ctc_prefix_beam_search`` (the statement is in csrc/ctc/prefix_beam.h); on the CPU beam
+width 1 is the greedy best path, which the GPU search at width 1 equals.
 
 Word timings are recorded, not derived: the search keeps each token's emitting frame on the
 hypothesis' best path as it extends it, and each token's posterior is read at that frame (max
@@ -78,6 +81,23 @@ def ctc_search(log_probs: np.ndarray, lens: np.ndarray, blank: int, beam_size: i
         return [[h] for h in ctc.greedy(log_probs, lens, blank, num_threads=threads)]
     return ctc.prefix_beam(log_probs, lens, blank, beam_size, blank_skip_threshold, nbest,
                            num_threads=threads)
+
+
+def cuda_search(log_probs: torch.Tensor, lens: torch.Tensor | None, blank: int, beam_size: int,
+                blank_skip_threshold: float, nbest: int) -> list[list[Any]] | None:
+    """The search on the log-probs' CUDA device; ``None`` where the kernel does not serve it
+    (CPU tensors: out of scope; beams past the kernel: the declared gap, counted)."""
+    if not log_probs.is_cuda:
+        return None
+    from oasr.kernels import ctc_cuda
+    from oasr.layers import _backend
+
+    if not ctc_cuda.serves(beam_size, nbest):
+        _backend.count_gap(ctc_cuda.CTC_BEAM_WIDTH.id)
+        return None
+    _backend.count_kernel("ctc_prefix_beam")
+    return ctc_cuda.decode_offline(log_probs, lens, blank=blank, beam_size=beam_size,
+                                   blank_skip_threshold=blank_skip_threshold, nbest=nbest)
 
 
 def best_of(row: Sequence[Any]) -> Any:
@@ -175,8 +195,14 @@ class CtcDecodeStrategy(DecodeStrategy):
                ) -> tuple[np.ndarray, list[list[Any]]]:
         """log_probs (B, T', V), lens (B,) -> the rows' frame counts (B,) and, per row, up to
         ``nbest`` hypotheses best first, under this family's beam options."""
-        lp, n = host_log_probs(log_probs, lens)
         opt = self.options
+        rows = cuda_search(log_probs, lens, self.blank, opt.beam_size, opt.blank_skip_threshold,
+                           nbest)
+        if rows is not None:
+            n = (np.full(log_probs.shape[0], log_probs.shape[1], dtype=np.int64) if lens is None
+                 else lens.detach().to("cpu", torch.int64).numpy())
+            return n, rows
+        lp, n = host_log_probs(log_probs, lens)
         return n, ctc_search(lp, n, self.blank, opt.beam_size, opt.blank_skip_threshold, nbest)
 
     def build_outputs(self, requests: list[Request], rankings: Sequence[Sequence[Any]],
