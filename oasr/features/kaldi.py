@@ -24,6 +24,11 @@ are zero. No host sync: every shape follows from ``T`` and the config.
 Streaming: each frame depends only on its own ``span`` samples, so a stream that keeps the
 samples from its next unconsumed frame on (at most ``span - hop``) reproduces offline features
 exactly; ``kaldi_framing(config)`` gives that grid.
+
+Devices: ``fbank`` / ``mfcc`` on a CUDA input run the CUDA kernels (``oasr.kernels.features_cuda``:
+framing, cuFFT, sparse mel + log), counted in the kernel gap report; a config they do not cover is
+a declared, counted gap served by the torch code here (``fbank_native`` / ``mfcc_native``), which
+also serves CPU inputs and ``OASR_LAYERS_BACKEND=torch``.
 """
 
 from __future__ import annotations
@@ -177,10 +182,40 @@ def _mel_range(config: FeatureConfig, p: dict[str, Any]) -> tuple[float, float]:
     return float(p["low_freq"]), high if high > 0.0 else nyquist + high
 
 
+def fft_size(span: int, p: dict[str, Any]) -> int:
+    """The FFT length: ``span`` zero-padded to the next power of two unless disabled."""
+    return 1 << (span - 1).bit_length() if p["round_to_power_of_two"] else span
+
+
+def kaldi_filters(
+    config: FeatureConfig, p: dict[str, Any], n_fft: int, device: torch.device | str | None
+) -> torch.Tensor:
+    """Kaldi's mel filters (n_fft // 2, n_mels) float64: the Nyquist bin unused. Cached."""
+    low, high = _mel_range(config, p)
+    return mel_filters(
+        config.sample_rate, n_fft, config.num_mel_bins, low, high, norm=None,
+        mel_scale="htk", triangular_in_mel=True, device=device, dtype=torch.float64,
+    )[: n_fft // 2]
+
+
+def mfcc_params(config: FeatureConfig) -> dict[str, Any]:
+    """The resolved mfcc params, ``num_ceps`` checked against the mel bins."""
+    p = _resolve(config, MFCC_DEFAULTS)
+    num_ceps = int(p["num_ceps"])
+    if not 1 <= num_ceps <= config.num_mel_bins:
+        raise ValueError(f"num_ceps must be in [1, num_mel_bins={config.num_mel_bins}], "
+                         f"got {num_ceps}")
+    return p
+
+
+def fbank_params(config: FeatureConfig) -> dict[str, Any]:
+    return _resolve(config, FBANK_DEFAULTS)
+
+
 # -- the pipeline ------------------------------------------------------------------------------
 
 
-def _log_mel(
+def _log_mel_native(
     waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig, p: dict[str, Any]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Steps 1-4: -> (log-mel (B, T', n_mels), log energy (B, T'), frame counts (B,))."""
@@ -191,19 +226,14 @@ def _log_mel(
             f"lengths must be (B,) = ({waveforms.shape[0]},), got shape {tuple(lengths.shape)}"
         )
     span, hop = frame_geometry(config)
-    fft_size = 1 << (span - 1).bit_length() if p["round_to_power_of_two"] else span
-    n_bins = fft_size // 2  # Kaldi's filters never read the Nyquist bin
+    n_fft = fft_size(span, p)
     device = waveforms.device
     batch, total = waveforms.shape
     lengths = lengths.to(device=device, dtype=torch.int64).clamp(0, total)
     frame_lens = num_frames(lengths, span, hop)  # (B,)
     n_out = (total - span) // hop + 1 if total >= span else 0  # T'
-    low, high = _mel_range(config, p)
-
-    filters = mel_filters(
-        config.sample_rate, fft_size, config.num_mel_bins, low, high, norm=None,
-        mel_scale="htk", triangular_in_mel=True, device=device, dtype=torch.float64,
-    )[:n_bins]  # (n_bins, n_mels); built before the early return so bad ranges always raise
+    # (n_fft // 2, n_mels); built before the early return so bad ranges always raise
+    filters = kaldi_filters(config, p, n_fft, device)
     if batch == 0 or n_out == 0:
         empty = waveforms.new_zeros((batch, n_out, config.num_mel_bins), dtype=torch.float32)
         return empty, empty[..., 0], frame_lens
@@ -233,7 +263,7 @@ def _log_mel(
         # The spectrum runs in float64: float32 FFT rounding is relative to a frame's loudest
         # bin, and after preemphasis the quietest bins sit ~1e-11 below it, where it reaches
         # 1e-2 in log; float64 costs little here (no TF32 either).
-        spec = torch.fft.rfft(frames.double(), n=fft_size)[..., :n_bins]  # (B, T', n_bins)
+        spec = torch.fft.rfft(frames.double(), n=n_fft)[..., : n_fft // 2]  # (B, T', n_bins)
         power = spec.real.square() + spec.imag.square()
         if not p.get("use_power", True):
             power = power.sqrt()
@@ -255,8 +285,20 @@ def fbank(
 
     F = num_mel_bins, plus one leading log-energy column with ``use_energy``.
     """
-    p = _resolve(config, FBANK_DEFAULTS)
-    mel, log_energy, frame_lens = _log_mel(waveforms, lengths, config, p)
+    if waveforms.is_cuda:
+        from oasr.kernels import features_cuda  # the binding imports this module
+
+        if features_cuda.serves("fbank", config):
+            return features_cuda.fbank_cuda(waveforms, lengths, config)
+    return fbank_native(waveforms, lengths, config)
+
+
+def fbank_native(
+    waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fbank`` in torch ops, on the input's device: the CPU path and the kernels' oracle."""
+    p = fbank_params(config)
+    mel, log_energy, frame_lens = _log_mel_native(waveforms, lengths, config, p)
     feats = torch.cat([log_energy[..., None], mel], dim=-1) if p["use_energy"] else mel
     return _mask(feats, frame_lens), frame_lens
 
@@ -268,19 +310,36 @@ def mfcc(
 
     With ``use_energy`` (Kaldi's default) column 0 is the raw log energy instead of C0.
     """
-    p = _resolve(config, MFCC_DEFAULTS)
+    if waveforms.is_cuda:
+        from oasr.kernels import features_cuda
+
+        if features_cuda.serves("mfcc", config):
+            return features_cuda.mfcc_cuda(waveforms, lengths, config)
+    return mfcc_native(waveforms, lengths, config)
+
+
+def mfcc_native(
+    waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mfcc`` in torch ops, on the input's device: the CPU path and the kernels' oracle."""
+    p = mfcc_params(config)
+    mel, log_energy, frame_lens = _log_mel_native(waveforms, lengths, config, p)
+    return cepstra(mel, log_energy, frame_lens, config, p), frame_lens
+
+
+def cepstra(
+    mel: torch.Tensor, log_energy: torch.Tensor, frame_lens: torch.Tensor,
+    config: FeatureConfig, p: dict[str, Any],
+) -> torch.Tensor:
+    """Step 5: log-mel (B, T', n_mels) and log energy (B, T') -> masked MFCCs (B, T', num_ceps)."""
     num_ceps = int(p["num_ceps"])
-    if not 1 <= num_ceps <= config.num_mel_bins:
-        raise ValueError(f"num_ceps must be in [1, num_mel_bins={config.num_mel_bins}], "
-                         f"got {num_ceps}")
-    mel, log_energy, frame_lens = _log_mel(waveforms, lengths, config, p)
     dct = _cepstral_matrix(
         num_ceps, config.num_mel_bins, float(p["cepstral_lifter"]), mel.device, torch.float64
     )
     ceps = (mel.double() @ dct).float()  # (B, T', num_ceps)
     if p["use_energy"]:
         ceps = torch.cat([log_energy[..., None], ceps[..., 1:]], dim=-1)
-    return _mask(ceps, frame_lens), frame_lens
+    return _mask(ceps, frame_lens)
 
 
 def _default_framing() -> StreamingFraming:

@@ -16,6 +16,11 @@ centered inside the real audio (frame i is centered on sample i * hop), the coun
 attention mask gives;
 the frames after it cover only padding, which the Whisper encoder sees anyway (it always
 attends over the full window).
+
+Devices: on a CUDA input the CUDA kernels serve it (``oasr.kernels.features_cuda``: framing,
+cuFFT, sparse mel + log10, the row clamp), counted in the kernel gap report; a config they do not
+cover is a declared, counted gap served by ``whisper_logmel_native`` (this module's torch code),
+which also serves CPU inputs and ``OASR_LAYERS_BACKEND=torch``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,36 @@ LOG_FLOOR = 1e-10
 DYNAMIC_RANGE = 8.0  # log10 units kept below each row's peak (80 dB)
 
 
+def whisper_geometry(config: FeatureConfig) -> tuple[int, int, int, int]:
+    """(n_fft, hop, window_samples, frames) in samples / frames."""
+    sr = config.sample_rate
+    n_fft = round(sr * config.frame_length_ms / 1000.0)
+    hop = round(sr * config.frame_shift_ms / 1000.0)
+    window_samples = round(float(config.params.get("chunk_seconds", DEFAULT_CHUNK_SECONDS)) * sr)
+    if n_fft < 2 or hop < 1 or n_fft // 2 >= window_samples:
+        # The centered STFT reflects n_fft // 2 samples at each end of the window.
+        raise ValueError(
+            f"frame_length_ms={config.frame_length_ms} / frame_shift_ms={config.frame_shift_ms} "
+            f"/ chunk_seconds at {sr} Hz give n_fft={n_fft}, hop={hop}, window={window_samples} "
+            "samples; need n_fft >= 2, hop >= 1 and n_fft // 2 < window"
+        )
+    return n_fft, hop, window_samples, window_samples // hop
+
+
+def check_shapes(waveforms: torch.Tensor, lengths: torch.Tensor) -> None:
+    if waveforms.dim() != 2:
+        raise ValueError(f"waveforms must be (B, T), got shape {tuple(waveforms.shape)}")
+    if lengths.shape != (waveforms.shape[0],):
+        raise ValueError(
+            f"lengths must be (B,) = ({waveforms.shape[0]},), got shape {tuple(lengths.shape)}"
+        )
+
+
+def feat_lengths(lengths: torch.Tensor, hop: int, n_frames: int) -> torch.Tensor:
+    """Frames centered inside the real audio: ceil(lengths / hop), at most the window's."""
+    return torch.div(lengths + hop - 1, hop, rounding_mode="floor").clamp_max(n_frames)
+
+
 def whisper_logmel(
     waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,17 +73,22 @@ def whisper_logmel(
     frames = chunk_seconds * 1000 / frame_shift_ms (3000 for Whisper). Rows longer than the
     window are trimmed to it, as Whisper does; callers cut long recordings into windows first.
     """
-    if waveforms.dim() != 2:
-        raise ValueError(f"waveforms must be (B, T), got shape {tuple(waveforms.shape)}")
-    if lengths.shape != (waveforms.shape[0],):
-        raise ValueError(
-            f"lengths must be (B,) = ({waveforms.shape[0]},), got shape {tuple(lengths.shape)}"
-        )
+    if waveforms.is_cuda:
+        from oasr.kernels import features_cuda  # the binding imports this module
+
+        if features_cuda.serves("whisper_logmel", config):
+            return features_cuda.whisper_logmel_cuda(waveforms, lengths, config)
+    return whisper_logmel_native(waveforms, lengths, config)
+
+
+def whisper_logmel_native(
+    waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``whisper_logmel`` in torch ops, on the input's device: the CPU path and the kernels'
+    oracle."""
+    check_shapes(waveforms, lengths)
+    n_fft, hop, window_samples, n_frames = whisper_geometry(config)
     sr = config.sample_rate
-    n_fft = round(sr * config.frame_length_ms / 1000.0)
-    hop = round(sr * config.frame_shift_ms / 1000.0)
-    window_samples = round(float(config.params.get("chunk_seconds", DEFAULT_CHUNK_SECONDS)) * sr)
-    n_frames = window_samples // hop
     device = waveforms.device
 
     x = waveforms.to(torch.float32)
@@ -72,8 +112,7 @@ def whisper_logmel(
             logmel = mel.clamp_min(LOG_FLOOR).log10()
             peak = logmel.amax(dim=(1, 2), keepdim=True)  # (B, 1, 1)
             feats = (torch.maximum(logmel, peak - DYNAMIC_RANGE) + 4.0) / 4.0
-    feat_lengths = torch.div(lengths + hop - 1, hop, rounding_mode="floor").clamp_max(n_frames)
-    return feats, feat_lengths
+    return feats, feat_lengths(lengths, hop, n_frames)
 
 
 def _project(power: torch.Tensor, filters: torch.Tensor) -> torch.Tensor:
