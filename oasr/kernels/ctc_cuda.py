@@ -203,6 +203,7 @@ class CtcBeamPool:
             self._pending_node, self._pending_tok)), cap, beam_size)
         self._fed = np.zeros(slots, dtype=np.int64)  # frames given to each open slot
         self._open = np.zeros(slots, dtype=bool)
+        self._slot_cache: dict[bytes, torch.Tensor] = {}
 
     # --- slots --------------------------------------------------------------------------------
     def open(self, n: int) -> list[int]:
@@ -228,7 +229,15 @@ class CtcBeamPool:
             raise ValueError(f"slots must be in [0, {self.slots}), got {list(slots)}")
         if not self._open[arr].all():
             raise ValueError(f"slots {[int(s) for s in arr if not self._open[s]]} are not open")
-        return torch.from_numpy(arr).to(self.device, non_blocking=True)
+        # A stream set's chunks reuse one device copy of its slot list (no copy per chunk).
+        key = arr.tobytes()
+        cached = self._slot_cache.get(key)
+        if cached is None:
+            if len(self._slot_cache) >= 64:
+                self._slot_cache.clear()
+            cached = torch.from_numpy(arr).to(self.device)
+            self._slot_cache[key] = cached
+        return cached
 
     # --- decoding -----------------------------------------------------------------------------
     def advance(self, slots: Sequence[int], log_probs: torch.Tensor,

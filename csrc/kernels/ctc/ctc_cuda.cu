@@ -90,6 +90,8 @@ chunk_kernel(BeamPool pool, const int32_t* __restrict__ slots, const float* __re
     sc = pool.scalars[slot];
     if (given < 0 || given > T) sc.error = kBadLength;
     s.n_finite = 0;
+    s.n_pass = 0;
+    s.theta = -1;
     s.pend_count = 0;
   }
   FrameRegs pre{};

@@ -56,6 +56,15 @@ struct FrameTop {
 };
 
 constexpr int kMaxCands = (kMaxBeam + 1) * kMaxBeam;
+constexpr int kRankAll = 192;  // up to this many candidates, rank each against all
+
+// Member q of the wide-beam sample: live prefixes [0, n), then cur[0] + top[iu] for iu < k,
+// then cur[i] + top[0] for 1 <= i < n (candidate indices as in StepShared::cand_total).
+__device__ __forceinline__ int sample_member(int q, int n, int k) {
+  if (q < n) return q;
+  if (q < n + k) return n + (q - n) * n;
+  return n + (q - n - k + 1);
+}
 
 struct StepShared {
   BeamEntry cur[2][kMaxBeam];
@@ -71,6 +80,9 @@ struct StepShared {
   FrameTop saved;                 // the last skipped frame (replayed between equal tokens)
   int32_t n_cur;
   int32_t n_finite;
+  int32_t n_pass;                 // wide beams: candidates reaching the sample's bound
+  int32_t theta;                  // ... and the bound (a candidate index; -1: none)
+  int32_t pass[kMaxCands];
   int32_t pend_count;
 };
 
@@ -181,15 +193,59 @@ __device__ void beam_step(StepShared& s, SlotScalars& sc, int& buf, const BeamPo
 
   // Selection: a finite candidate's rank is how many candidates are ahead of it.
   const int m = (k + 1) * n;
-  for (int c = tid; c < m; c += kBeamThreads) {
-    const double tc = s.cand_total[c];
-    const int fc = s.cand_ft[c];
-    if (fc == INT_MAX || tc == -CUDART_INF) continue;
-    int rank = 0;
+  if (m <= kRankAll) {
+    for (int c = tid; c < m; c += kBeamThreads) {
+      const double tc = s.cand_total[c];
+      const int fc = s.cand_ft[c];
+      if (fc == INT_MAX || tc == -CUDART_INF) continue;
+      int rank = 0;
 #pragma unroll 8
-    for (int o = 0; o < m; ++o) rank += cand_better(s.cand_total[o], s.cand_ft[o], tc, fc);
-    if (rank < beam) s.sel[rank] = c;
-    atomicAdd(&s.n_finite, 1);
+      for (int o = 0; o < m; ++o) rank += cand_better(s.cand_total[o], s.cand_ft[o], tc, fc);
+      if (rank < beam) s.sel[rank] = c;
+      atomicAdd(&s.n_finite, 1);
+    }
+  } else {
+    // Wide beams: a sample's beam-th best bounds the survivors from below (beam candidates
+    // are at least that good), so only the candidates reaching it are ranked, among
+    // themselves (whoever is ahead of one of them reaches it too). The sample: the live
+    // prefixes, the best prefix's extensions and every prefix's extension by the best token.
+    const int ns = n + k + n - 1;
+    for (int q = tid; q < ns; q += kBeamThreads) {
+      const int c = sample_member(q, n, k);
+      const double tc = s.cand_total[c];
+      const int fc = s.cand_ft[c];
+      if (fc == INT_MAX || tc == -CUDART_INF) continue;
+      int rank = 0;
+      for (int o = 0; o < ns; ++o) {
+        const int co = sample_member(o, n, k);
+        rank += cand_better(s.cand_total[co], s.cand_ft[co], tc, fc);
+      }
+      if (rank == beam - 1) s.theta = c;
+    }
+    __syncthreads();
+    const int th = s.theta;
+    const double tt = th >= 0 ? s.cand_total[th] : 0.0;
+    const int ft_th = th >= 0 ? s.cand_ft[th] : 0;
+    for (int c = tid; c < m; c += kBeamThreads) {
+      const double tc = s.cand_total[c];
+      const int fc = s.cand_ft[c];
+      if (fc == INT_MAX || tc == -CUDART_INF) continue;
+      atomicAdd(&s.n_finite, 1);
+      if (th < 0 || !cand_better(tt, ft_th, tc, fc)) s.pass[atomicAdd(&s.n_pass, 1)] = c;
+    }
+    __syncthreads();
+    const int np = s.n_pass;
+    for (int q = tid; q < np; q += kBeamThreads) {
+      const int c = s.pass[q];
+      const double tc = s.cand_total[c];
+      const int fc = s.cand_ft[c];
+      int rank = 0;
+      for (int o = 0; o < np; ++o) {
+        const int co = s.pass[o];
+        rank += cand_better(s.cand_total[co], s.cand_ft[co], tc, fc);
+      }
+      if (rank < beam) s.sel[rank] = c;
+    }
   }
   __syncthreads();
 
@@ -264,6 +320,8 @@ __device__ void beam_step(StepShared& s, SlotScalars& sc, int& buf, const BeamPo
     if (lane == 0) {
       s.n_cur = kept;
       s.n_finite = 0;
+      s.n_pass = 0;
+      s.theta = -1;
       sc.trie_size += __popc(need_node);
       sc.frame_size += __popc(need_frame);
       s.pend_count = has_next ? 0 : __popc(need_frame);
