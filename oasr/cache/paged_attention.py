@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+import oasr.kernels.paged_attention  # noqa: F401  (registers the decode-step kernel)
 from oasr.layers import gaps
 from oasr.layers._backend import select_kernel
 
