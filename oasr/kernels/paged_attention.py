@@ -3,7 +3,8 @@
 Serves op ``paged_attention`` (contract in oasr/cache/paged_attention.py) when the query is a
 single step (Tq == 1), fp16 or bf16, head dim 32, 64 or 128, and the cache contiguous: the
 Whisper decoder's self- and cross-attention at every generated token. It reads each key
-straight from its block (no gathered copy of the cache, as the torch path makes) and keeps the
+straight from its block (no gathered copy of the cache, as the torch path makes), splits a
+row's keys over several blocks when rows x heads alone would not fill the GPU, and keeps the
 softmax in fp32. Prefill (Tq > 1) and other head dims stay on the torch path through the
 declared gap ``fmha``, counted.
 """
@@ -29,10 +30,23 @@ _DTYPES = {torch.float16: 0, torch.bfloat16: 1}
 
 class _Args(ctypes.Structure):
     _fields_ = [(n, ctypes.c_void_p) for n in ("q", "k_cache", "v_cache", "table", "lens",
-                                               "starts", "out")] + [
+                                               "starts", "out", "ws_max", "ws_sum", "ws_acc")] + [
         ("q_stride_b", ctypes.c_int64), ("q_stride_h", ctypes.c_int64)] + [
-        (n, ctypes.c_int) for n in ("H", "H_kv", "W", "block_size", "L")] + [
-        ("scale", ctypes.c_float)]
+        (n, ctypes.c_int) for n in ("H", "H_kv", "W", "block_size", "L", "splits",
+                                    "split_keys")] + [("scale", ctypes.c_float)]
+
+
+@lru_cache(maxsize=8)
+def _multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def split_count(rows: int, heads: int, keys: int, device: torch.device) -> int:
+    """Key splits per (row, head): enough blocks for ~8 per multiprocessor, each split at
+    least 256 keys."""
+    sms = _multiprocessors(device.index if device.index is not None else
+                           torch.cuda.current_device())
+    return max(1, min(-(-keys // 256), -(-8 * sms // max(1, rows * heads))))
 
 
 @lru_cache(maxsize=1)
@@ -87,9 +101,14 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         raise ValueError(f"paged_decode reads at most {MAX_KEYS} keys per row, asked {L}")
     table, kv_lens, kv_starts = _long(table.contiguous()), _long(kv_lens), _long(kv_starts)
     out = torch.empty(B, H, 1, D, dtype=q.dtype, device=q.device)
+    splits = split_count(B, H, L, q.device)
+    ws = torch.empty(B * H * splits * (D + 2), dtype=torch.float32, device=q.device)
+    ws_max, ws_sum, ws_acc = ws.split([B * H * splits, B * H * splits, B * H * splits * D])
     args = _Args(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), table.data_ptr(),
                  ptr(kv_lens).value or 0, ptr(kv_starts).value or 0, out.data_ptr(),
-                 q.stride(0), q.stride(1), H, H_kv, W, block_size, L, float(scale))
+                 ws_max.data_ptr(), ws_sum.data_ptr(), ws_acc.data_ptr(),
+                 q.stride(0), q.stride(1), H, H_kv, W, block_size, L, splits,
+                 -(-L // splits), float(scale))
     lib = _library()
     check(lib, lib.oasr_paged_decode(ctypes.byref(args), B, D, _DTYPES[q.dtype],
                                      stream_handle(q.device)), "paged_decode")

@@ -8,13 +8,15 @@ namespace {
 
 template <typename T, int D>
 int launch(const PagedDecodeArgs& a, int B, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(a.L) * sizeof(float);
+  const size_t smem = static_cast<size_t>(a.split_keys) * sizeof(float);
   if (smem > 48 * 1024) {
-    OASR_CUDA_TRY(cudaFuncSetAttribute(paged_decode_kernel<T, D>,
+    OASR_CUDA_TRY(cudaFuncSetAttribute(paged_decode_split_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem)));
   }
-  paged_decode_kernel<T, D><<<dim3(a.H, B), kThreads, smem, stream>>>(a);
+  paged_decode_split_kernel<T, D><<<dim3(a.H, B, a.splits), kThreads, smem, stream>>>(a);
+  OASR_CUDA_TRY(cudaGetLastError());
+  paged_decode_combine_kernel<T, D><<<dim3(a.H, B), D, 0, stream>>>(a);
   OASR_RETURN_LAST_ERROR();
 }
 
@@ -34,12 +36,18 @@ int dispatch(const PagedDecodeArgs& a, int D, int B, cudaStream_t stream) {
 // has to load a module.
 OASR_API int oasr_paged_decode_preload() {
   cudaFuncAttributes attr;
-  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_kernel<__half, 32>));
-  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_kernel<__half, 64>));
-  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_kernel<__half, 128>));
-  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_kernel<__nv_bfloat16, 32>));
-  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_kernel<__nv_bfloat16, 64>));
-  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_kernel<__nv_bfloat16, 128>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_split_kernel<__half, 32>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_split_kernel<__half, 64>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_split_kernel<__half, 128>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_split_kernel<__nv_bfloat16, 32>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_split_kernel<__nv_bfloat16, 64>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_split_kernel<__nv_bfloat16, 128>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_combine_kernel<__half, 32>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_combine_kernel<__half, 64>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_combine_kernel<__half, 128>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_combine_kernel<__nv_bfloat16, 32>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_combine_kernel<__nv_bfloat16, 64>));
+  OASR_CUDA_TRY(cudaFuncGetAttributes(&attr, paged_decode_combine_kernel<__nv_bfloat16, 128>));
   return 0;
 }
 
