@@ -17,6 +17,10 @@ def compiled_modules() -> dict[str, str]:
         found["oasr._C"] = "built"
     except ImportError as exc:
         found["oasr._C"] = f"not built ({exc.__class__.__name__})"
+    from oasr.kernels import jit
+
+    for name in jit.LIBRARIES:
+        found[f"cuda:{name}"] = jit.library_state(name)
     return found
 
 
@@ -43,6 +47,9 @@ def gaps_command(
     from rich.console import Console
     from rich.table import Table
 
+    import oasr.kernels.ctc_cuda  # noqa: F401  (their gaps and kernels declare themselves)
+    import oasr.kernels.features_cuda  # noqa: F401
+    import oasr.kernels.paged_attention  # noqa: F401
     import oasr.layers  # noqa: F401  (declares the built-in gaps)
     from oasr import envs
     from oasr.layers import _backend
@@ -69,9 +76,9 @@ def gaps_command(
     console.print("[bold]registered kernels[/]: "
                   + (", ".join(k["op"] for k in kernels) if kernels else "none yet"))
     mods = report["compiled_modules"]
-    built = [m for m, s in mods.items() if s == "built"]
-    console.print("[bold]compiled kernel modules[/]: " + (", ".join(built) if built else
-                  "none on this machine (" + "; ".join(f"{m}: {s}" for m, s in mods.items()) + ")"))
+    console.print("[bold]compiled kernel modules[/]:")
+    for m, state in mods.items():
+        console.print(f"  {m}: {state}")
     calls = report["calls"]
     if calls:
         ct = Table(title="calls by case (this process)")

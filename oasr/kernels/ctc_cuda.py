@@ -30,7 +30,7 @@ __all__ = ["MAX_BEAM", "CTC_BEAM_WIDTH", "CtcBeamPool", "Hypothesis", "PendingHy
            "decode_offline", "decode_offline_async", "serves"]
 
 MAX_BEAM = 32
-_SOURCES = ("ctc/ctc_cuda.cu",)
+_SOURCES = jit.LIBRARIES["ctc_cuda"]
 _ERRORS = {1: "its token trie overflowed", 2: "its frame arena overflowed",
            3: "a hypothesis lost track of its frames", 4: "a chunk length was outside [0, T]"}
 

@@ -44,7 +44,7 @@ from oasr.layers._backend import KernelGap, declare_gap
 __all__ = ["FEATURES_LARGE_FFT", "fbank_cuda", "gap_for", "mfcc_cuda", "serves", "supports",
            "whisper_logmel_cuda"]
 
-_SOURCES = ("features/features_cuda.cu",)
+_SOURCES = jit.LIBRARIES["features_cuda"]
 # The mel kernel keeps one frame's spectrum per warp in shared memory, under the 48 KiB a block
 # gets without opting in (features_cuda.cu's kMaxSharedBytes).
 MAX_SPECTRUM_BYTES = 48 * 1024

@@ -24,7 +24,16 @@ from pathlib import Path
 
 from oasr import envs
 
-__all__ = ["KernelBuildError", "csrc_root", "find_nvcc", "target_arch", "library_path", "load"]
+__all__ = ["LIBRARIES", "KernelBuildError", "csrc_root", "find_nvcc", "target_arch",
+           "library_path", "library_state", "load"]
+
+# Every kernel library: name -> its launcher sources under csrc/kernels (one translation unit
+# each). The bindings load by name; `oasr gaps` reports each one's state.
+LIBRARIES: dict[str, tuple[str, ...]] = {
+    "ctc_cuda": ("ctc/ctc_cuda.cu",),
+    "features_cuda": ("features/features_cuda.cu",),
+    "paged_decode": ("attention/paged_decode.cu",),
+}
 
 _LOCK = threading.Lock()
 _LOADED: dict[Path, ctypes.CDLL] = {}
@@ -160,3 +169,12 @@ def load(name: str, sources: Sequence[str | Path], *, flags: Sequence[str] = (),
         if lib not in _LOADED:
             _LOADED[lib] = ctypes.CDLL(str(lib))
         return _LOADED[lib]
+
+
+def library_state(name: str) -> str:
+    """One line for ``oasr gaps``: built (where), to be built on first use, or why not."""
+    try:
+        lib = library_path(name, LIBRARIES[name])
+    except KernelBuildError as exc:
+        return f"not buildable here: {str(exc).split(';')[0]}"
+    return f"built ({lib})" if lib.is_file() else "compiles on first use (nvcc found)"

@@ -24,7 +24,7 @@ __all__ = ["HEAD_DIMS", "MAX_KEYS", "paged_decode", "supports"]
 
 HEAD_DIMS = (32, 64, 128)
 MAX_KEYS = 50_000  # scores live in shared memory, 4 bytes a key
-_SOURCES = ("attention/paged_decode.cu",)
+_SOURCES = jit.LIBRARIES["paged_decode"]
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1}
 
 

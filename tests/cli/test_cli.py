@@ -24,17 +24,22 @@ def test_gaps_json_reports_backend_gaps_modules_and_device():
     report = json.loads(result.output)
     assert report["backend"] in ("oasr", "torch")
     ids = {g["id"] for g in report["declared_gaps"]}
-    assert {"gemm", "norm", "fmha"} <= ids
+    assert {"gemm", "norm", "fmha", "ctc-beam-width", "features-large-fft"} <= ids
+    assert {"op": "paged_attention", "source": "csrc/kernels/attention/paged_decode.cu"} in \
+        report["kernels"]
     assert "oasr._C" in report["compiled_modules"]
+    for lib in ("ctc_cuda", "features_cuda", "paged_decode"):  # built, buildable, or why not
+        assert report["compiled_modules"][f"cuda:{lib}"]
     assert "cuda" in report["device"]
     assert "OASR_LAYERS_BACKEND" in report["env"]
 
 
-def test_gaps_table_says_when_no_kernels_are_compiled():
+def test_gaps_table_lists_the_kernel_libraries_and_their_state():
     result = runner.invoke(app, ["gaps"])
     assert result.exit_code == 0, result.output
     assert "declared kernel gaps" in result.output
     assert "compiled kernel modules" in result.output
+    assert "cuda:ctc_cuda" in result.output and "paged_attention" in result.output
 
 
 def test_models_lists_registered_architectures():
