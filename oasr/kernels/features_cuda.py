@@ -109,6 +109,8 @@ def serves(op: str, config: FeatureConfig) -> bool:
     if _backend.backend() == "torch":
         return False
     gap = gap_for(config)
+    if gap is None and not jit.available():
+        gap = jit.CUDA_TOOLCHAIN.id
     if gap is not None:
         _backend.count_gap(gap)
         return False

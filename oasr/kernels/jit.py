@@ -23,9 +23,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from oasr import envs
+from oasr.layers._backend import KernelGap, declare_gap
 
-__all__ = ["LIBRARIES", "KernelBuildError", "csrc_root", "find_nvcc", "target_arch",
-           "library_path", "library_state", "load"]
+__all__ = ["LIBRARIES", "CUDA_TOOLCHAIN", "KernelBuildError", "available", "csrc_root",
+           "find_nvcc", "target_arch", "library_path", "library_state", "load"]
 
 # Every kernel library: name -> its launcher sources under csrc/kernels (one translation unit
 # each). The bindings load by name; `oasr gaps` reports each one's state.
@@ -40,6 +41,15 @@ _LOADED: dict[Path, ctypes.CDLL] = {}
 _HEADER_SUFFIXES = (".cuh", ".h", ".cu")
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
                                "--expt-relaxed-constexpr", "-lineinfo")
+
+
+CUDA_TOOLCHAIN = declare_gap(KernelGap(
+    id="cuda-toolchain",
+    what="OASR's CUDA kernels cannot be built here: nvcc is not found (CUDA_HOME, PATH, "
+         "/usr/local/cuda); their calls run on torch (features, attention) or on the CPU (the "
+         "CTC search)",
+    fix="install the CUDA toolkit matching the driver, or set CUDA_HOME to it",
+))
 
 
 class KernelBuildError(RuntimeError):
@@ -72,6 +82,21 @@ def find_nvcc() -> Path:
         "OASR's CUDA kernels are compiled on first use by nvcc, which is not on PATH; install the "
         "CUDA toolkit (matching your driver) or set CUDA_HOME to it"
     )
+
+
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether kernel libraries can be built here (nvcc found). Callers route around a False
+    through the declared gap ``cuda-toolchain``, counted, with one warning."""
+    try:
+        find_nvcc()
+    except KernelBuildError as exc:
+        import logging
+
+        logging.getLogger("oasr.kernels").warning("%s; the kernels' calls are counted under "
+                                                  "the gap 'cuda-toolchain'", exc)
+        return False
+    return True
 
 
 @lru_cache(maxsize=4)

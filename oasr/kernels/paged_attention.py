@@ -59,15 +59,6 @@ def _library() -> ctypes.CDLL:
     return lib
 
 
-@lru_cache(maxsize=1)
-def _buildable() -> bool:
-    try:
-        jit.find_nvcc()
-    except jit.KernelBuildError:
-        return False
-    return True
-
-
 def supports(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
     """Whether the kernel can serve this call (the rest goes to the ``fmha`` gap)."""
     return (q.dim() == 4 and q.shape[2] == 1 and q.dtype in _DTYPES
@@ -76,7 +67,7 @@ def supports(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> b
             and q.shape[3] in HEAD_DIMS and k_cache.shape[3] == q.shape[3]
             and q.shape[1] % k_cache.shape[2] == 0
             and q.stride(3) == 1 and q.stride(0) % 8 == 0 and q.stride(1) % 8 == 0
-            and q.data_ptr() % 16 == 0 and _buildable())
+            and q.data_ptr() % 16 == 0 and jit.available())
 
 
 def _long(t: torch.Tensor | None) -> torch.Tensor | None:

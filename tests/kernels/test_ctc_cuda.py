@@ -225,3 +225,19 @@ def test_ctc_family_on_cuda_uses_the_kernel() -> None:
     _backend.reset_counts()
     assert cuda_search(torch.from_numpy(lp).cuda(), None, 0, 40, 1.0, 1) is None
     assert _backend.gap_counts() == {("gap", "ctc-beam-width"): 1}
+
+
+def test_without_nvcc_the_family_takes_the_declared_gap(monkeypatch) -> None:
+    """No CUDA toolchain: the search runs on the CPU, counted under ``cuda-toolchain``."""
+    from oasr.engine.decode import ctc as family
+    from oasr.kernels import jit
+    from oasr.layers import _backend
+
+    class FakeCuda:
+        is_cuda = True
+
+    monkeypatch.setattr(jit, "available", lambda: False)
+    _backend.reset_counts()
+    assert family.cuda_search(FakeCuda(), None, 0, 4, 1.0, 1) is None
+    assert _backend.gap_counts() == {("gap", "cuda-toolchain"): 1}
+    assert "nvcc" in _backend.KERNEL_GAPS["cuda-toolchain"].what

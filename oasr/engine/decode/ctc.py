@@ -86,14 +86,18 @@ def ctc_search(log_probs: np.ndarray, lens: np.ndarray, blank: int, beam_size: i
 def cuda_search(log_probs: torch.Tensor, lens: torch.Tensor | None, blank: int, beam_size: int,
                 blank_skip_threshold: float, nbest: int) -> list[list[Any]] | None:
     """The search on the log-probs' CUDA device; ``None`` where the kernel does not serve it
-    (CPU tensors: out of scope; beams past the kernel: the declared gap, counted)."""
+    (CPU tensors: out of scope; beams past the kernel or no CUDA toolchain to build it: the
+    declared gaps, counted)."""
     if not log_probs.is_cuda:
         return None
-    from oasr.kernels import ctc_cuda
+    from oasr.kernels import ctc_cuda, jit
     from oasr.layers import _backend
 
     if not ctc_cuda.serves(beam_size, nbest):
         _backend.count_gap(ctc_cuda.CTC_BEAM_WIDTH.id)
+        return None
+    if not jit.available():
+        _backend.count_gap(jit.CUDA_TOOLCHAIN.id)
         return None
     _backend.count_kernel("ctc_prefix_beam")
     return ctc_cuda.decode_offline(log_probs, lens, blank=blank, beam_size=beam_size,
