@@ -35,6 +35,17 @@ if [ "$stage" = cli ]; then
     exit 0
 fi
 
+if [ "$stage" = profile ]; then  # where a batch-64 pass spends its time, and the timing cost
+    timeout 150 python3 benchmarks/gpu_profile.py --bundle "$K/bundle" --audio "$K/audio70.npz" \
+        --batch 64 --out "$OUT/profile_b64.txt" > "$OUT/profile.log" 2>&1
+    tail -3 "$OUT/profile.log"
+    timeout 200 python3 benchmarks/word_timing_cost.py --audio "$K/audio70.npz" \
+        --bundle "$K/bundle" --device cuda --batch 64 --out "$OUT/word_timing_cost.json" \
+        > "$OUT/word_timing_cost.log" 2>&1
+    tail -6 "$OUT/word_timing_cost.log"
+    exit 0
+fi
+
 if [ "$stage" != bench ]; then  # stage bench: the engine benchmark alone
     OASR_TEST_BUNDLE="$K/bundle" OASR_TEST_AUDIO_NPZ="$K/audio70.npz" \
     timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider --continue-on-collection-errors \
