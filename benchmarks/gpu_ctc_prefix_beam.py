@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 import torch
+from _timing import cuda_median_ms
 
 
 def peaked_log_probs(gen: torch.Generator, b: int, t: int, v: int) -> torch.Tensor:
@@ -34,19 +35,6 @@ def peaked_log_probs(gen: torch.Generator, b: int, t: int, v: int) -> torch.Tens
     return torch.log_softmax(logits, -1)
 
 
-def cuda_median_ms(fn, reps: int = 50, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def wall_median_ms(fn, reps: int = 30, warmup: int = 3) -> float:
@@ -117,7 +105,7 @@ def main() -> None:
         res["beam_sweep_device_ms"][f"beam{b_beam}_V{b_v}"] = cuda_median_ms(sweep, 20)
     res["shape"] = {"batch": B, "frames": T, "vocab": V, "beam": beam}
     res["gpu_end_to_end_ms"] = wall_median_ms(gpu_full)
-    res["gpu_device_ms"] = cuda_median_ms(gpu_device_only)
+    res["gpu_device_ms"] = cuda_median_ms(gpu_device_only, 50, 5)
     np_lp, np_lens = lp.numpy(), lens.numpy()
     cores = os.cpu_count() or 1
     cpu_rows = ctc.prefix_beam(np_lp, np_lens, 0, beam, 1.0, 1, num_threads=cores)

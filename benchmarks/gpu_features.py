@@ -18,9 +18,9 @@ import argparse
 import json
 import math
 import os
-import statistics
 
 import torch
+from _timing import cuda_median_ms
 
 from oasr.features import FeatureConfig
 from oasr.features.kaldi import fbank_native
@@ -43,19 +43,6 @@ def speech_like(batch: int, seconds: float, gen: torch.Generator) -> torch.Tenso
     return x
 
 
-def cuda_median_ms(fn, reps: int = 20, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def kernel_breakdown(fn) -> dict[str, float]:

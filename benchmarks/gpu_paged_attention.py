@@ -13,29 +13,14 @@ import argparse
 import json
 import math
 import os
-import statistics
 
 import torch
+from _timing import cuda_median_ms
 
 from oasr.cache.paged import BlockPool
 from oasr.cache.paged_attention import paged_attention
 from oasr.layers import _backend
 from oasr.layers.attention import Attention
-
-
-def median_ms(fn, reps: int = 100) -> float:
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -60,10 +45,10 @@ def main() -> None:
 
         _backend.set_backend("oasr")
         kernel_out = run()
-        kernel_ms = median_ms(run)
+        kernel_ms = cuda_median_ms(run, 100, 10)
         _backend.set_backend("torch")
         torch_out = run()
-        torch_ms = median_ms(run)
+        torch_ms = cuda_median_ms(run, 100, 10)
         _backend.set_backend(None)
         res[name] = {"keys": keys, "kernel_ms": kernel_ms, "torch_ms": torch_ms,
                      "speedup": torch_ms / kernel_ms,

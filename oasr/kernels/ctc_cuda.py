@@ -94,10 +94,6 @@ class Hypothesis:
     score: float = 0.0
 
 
-def _empty() -> Hypothesis:
-    return Hypothesis(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float64))
-
-
 class PendingHypotheses:
     """The read-back of ``finalize_async``: ``result()`` waits for its event and unpacks."""
 
@@ -336,7 +332,3 @@ def decode_offline(log_probs: torch.Tensor, lens: torch.Tensor | None, *, blank:
                    nbest: int = 1) -> list[list[Hypothesis]]:
     return decode_offline_async(log_probs, lens, blank=blank, beam_size=beam_size,
                                 blank_skip_threshold=blank_skip_threshold, nbest=nbest).result()
-
-
-def empty_hypothesis() -> Hypothesis:
-    return _empty()

@@ -104,9 +104,10 @@ def supports(config: FeatureConfig) -> bool:
 
 def serves(op: str, config: FeatureConfig) -> bool:
     """Route one CUDA call of frontend ``op``: True for the kernels (counted as ``kernel``),
-    False for the torch path, under ``OASR_LAYERS_BACKEND=torch`` or through the declared gap
-    (counted as ``gap``)."""
+    False for the torch path, under ``OASR_LAYERS_BACKEND=torch`` (counted as ``torch_backend``)
+    or through the declared gap (counted as ``gap``)."""
     if _backend.backend() == "torch":
+        _backend.count_torch_backend(op)
         return False
     gap = gap_for(config)
     if gap is None and not jit.available():

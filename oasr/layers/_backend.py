@@ -42,6 +42,7 @@ __all__ = [
     "registered_kernels",
     "select_kernel",
     "count_kernel",
+    "count_torch_backend",
     "count_gap",
     "backend",
     "set_backend",
@@ -176,6 +177,11 @@ def count_kernel(op: str) -> None:
     """Count a call an OASR kernel served outside ``select_kernel`` (ops whose scope is not
     the layers' fp16/bf16 rule, e.g. decoders on any CUDA tensor)."""
     _count("kernel", op)
+
+
+def count_torch_backend(op: str) -> None:
+    """Count a call ``OASR_LAYERS_BACKEND=torch`` sent to torch outside ``select_kernel``."""
+    _count("torch_backend", op)
 
 
 def count_gap(gap_id: str) -> None:

@@ -16,22 +16,11 @@ import pytest
 import torch
 
 from oasr.kernels import ctc_cuda
+from tests.engine.decode.test_ctc import random_log_probs
 
 ctc = pytest.importorskip("oasr._C").ctc
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-def log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x - x.max(-1, keepdims=True)
-    return (x - np.log(np.exp(x).sum(-1, keepdims=True))).astype(np.float32)
-
-
-def random_log_probs(rng: np.random.Generator, b: int, t: int, v: int, scale: float = 2.0,
-                     blank_bias: float = 0.0) -> np.ndarray:
-    logits = rng.standard_normal((b, t, v)) * scale
-    logits[..., 0] += blank_bias
-    return log_softmax(logits)
 
 
 def cpu_search(lp: np.ndarray, lens: np.ndarray, beam: int, skip: float, nbest: int):
