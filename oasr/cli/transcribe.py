@@ -70,6 +70,7 @@ def transcribe_command(
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row."""
     from rich.console import Console
+    from rich.markup import escape
 
     from oasr.cli.transcribe_view import ProgressView, print_summary
     from oasr.engine.config import EngineConfig
@@ -100,7 +101,7 @@ def transcribe_command(
         schema = passthrough_schema(inputs, columns)
         overrides = dict(parse_decode_option(o) for o in decode_option)
     except (ManifestError, OutputError, ValueError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
 
     config = EngineConfig(model=model, device=device, dtype=dtype, decode_method=decode_method,
@@ -108,7 +109,7 @@ def transcribe_command(
     try:
         engine = ASREngine(config)
     except (ValueError, KeyError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
 
     from oasr.engine.request import DecodingOptions
@@ -122,7 +123,7 @@ def transcribe_command(
         engine.strategy.validate_options(DecodingOptions(language=language, task=task,
                                                          word_timestamps=word_timestamps))
     except ValueError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     loaded = engine.loaded
     metadata = {
@@ -149,7 +150,7 @@ def transcribe_command(
         with view:
             stats = transcribe(engine, options, writer, on_row=view.update)
     except (ManifestError, OutputError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         console.print(f"interrupted: finished rows are kept; rerun the same command to resume "
