@@ -25,15 +25,18 @@ def transcribe_command(
         ..., help="Parquet/Arrow/JSONL manifests, audio files, folders or globs."),
     output: str = typer.Option(
         ..., "--output", "-o",
-        help="Output file, or a folder (existing, or ending with '/') to write <input>.<ext> in."),
+        help="Output file (its extension picks the format), a folder (existing, or ending with "
+             "'/') to write <input>.<ext> in, or '-' to stream JSONL rows to stdout."),
     model: str = typer.Option(
         "", "--model", "-m",
         help="A bundle, checkpoint folder, installed model package or Hub id "
              "(default: the packaged Whisper tiny.en)."),
-    fmt: str = typer.Option(
-        "parquet", "--format", "-f",
-        help="parquet, jsonl, txt, or srt/vtt: subtitles from the word timings, one file per "
-             "recording in the -o folder (-o NAME.srt/.vtt: one recording's file)."),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f",
+        help="parquet, jsonl, txt (id<TAB>text, `oasr wer` reads it), or one file per recording "
+             "in the -o folder (-o NAME.<ext>: one recording's file): srt/vtt subtitles from the "
+             "word timings, json (whisper's: text, segments with words), tsv (start, end in ms, "
+             "text). Default: from -o's extension, else parquet; a contradiction is an error."),
     max_cue_chars: int = typer.Option(
         42, help="srt/vtt: characters per subtitle line (two lines a cue)."),
     max_cue_seconds: float = typer.Option(7.0, help="srt/vtt: longest cue, in seconds."),
@@ -87,15 +90,20 @@ def transcribe_command(
         passthrough_schema,
         resolve_output_path,
     )
+    from oasr.io.output_format import STDOUT, infer_format
+    from oasr.io.stdout_writer import StdoutWriter
     from oasr.transcribe.runner import TranscribeOptions, transcribe
 
     console = Console(stderr=True)
     shard_t = _parse_shard(shard)
     columns = ColumnMap(id=id_column, audio=audio_column, text=text_column)
     try:
-        out_path = resolve_output_path(output, inputs, fmt, shard_t)
+        fmt = infer_format(output, fmt)
+        out_path = (Path(STDOUT) if output == STDOUT
+                    else resolve_output_path(output, inputs, fmt, shard_t))
         total = count_rows(inputs, columns, shard=shard_t, limit=limit)
-        check_output_rows(out_path, fmt, total)
+        if output != STDOUT:
+            check_output_rows(out_path, fmt, total)
         cue_options = CueOptions(max_chars=max_cue_chars, max_duration_s=max_cue_seconds,
                                  min_gap_s=cue_gap)
         schema = passthrough_schema(inputs, columns)
@@ -135,9 +143,12 @@ def transcribe_command(
         "language": language or "",
         "task": task or "",
     }
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    writer = open_writer(out_path, fmt, metadata=metadata, retry_errors=retry_errors,
-                         passthrough_schema=schema, cue_options=cue_options, rows=total)
+    if output == STDOUT:
+        writer = StdoutWriter()
+    else:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        writer = open_writer(out_path, fmt, metadata=metadata, retry_errors=retry_errors,
+                             passthrough_schema=schema, cue_options=cue_options, rows=total)
     previous = writer.previous_metadata()
     if previous and previous.get("model_sha256") not in (None, metadata["model_sha256"]):
         console.print(f"[yellow]warning:[/] {out_path} was started with another model "

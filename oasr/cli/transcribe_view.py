@@ -68,4 +68,4 @@ def print_summary(console: Console, stats: Any, out_path: Path) -> None:
     console.print(table)
     for example in stats.error_examples:
         console.print(f"[yellow]error row[/] {example}")
-    console.print(f"wrote {out_path}")
+    console.print("rows streamed to stdout" if str(out_path) == "-" else f"wrote {out_path}")

@@ -203,8 +203,9 @@ class Transcriber:
         window_end = (state.seek + state.window_len) / self.sr
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
-        state.words += [{"word": w.word, "start": shift + start + w.start,
-                         "end": shift + min(start + w.end, window_end),
+        # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
+        state.words += [{"word": w.word, "start": round(shift + start + w.start, 3),
+                         "end": round(shift + min(start + w.end, window_end), 3),
                          "confidence": w.confidence} for w in out.words or []]
         if not state.long:
             self._finish(state)
@@ -213,8 +214,8 @@ class Transcriber:
             out.segments = [(0.0, state.window_len / self.sr, out.text)]
         for seg_start, seg_end, text in out.segments or []:
             end = window_end if seg_end is None else min(start + seg_end, window_end)
-            state.segments.append({"start": shift + start + seg_start, "end": shift + end,
-                                   "text": text})
+            state.segments.append({"start": round(shift + start + seg_start, 3),
+                                   "end": round(shift + end, 3), "text": text})
         state.texts.append(out.text)
         advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
         if out.resume_at is not None and out.words:
