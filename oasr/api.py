@@ -26,6 +26,7 @@ from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
 from oasr.io.manifest import ManifestRow
 from oasr.io.writer import OutputRow
+from oasr.transcribe.language_check import build_language_check
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
 
 __all__ = ["Model", "Segment", "TranscriptionError", "Transcript", "Word", "load"]
@@ -110,17 +111,19 @@ def _transcript(out: OutputRow, index: int, source: str) -> Transcript:
     return Transcript(text=out.text or "", segments=segments, words=words,
                       language=out.language, duration=duration, confidence=out.confidence,
                       finish_reason=out.finish_reason, source=source, index=index,
-                      error=out.error)
+                      error=out.error, warnings=list(out.warnings))
 
 
 class Model:
     """A loaded model and its engine; see :func:`load`."""
 
-    def __init__(self, engine: ASREngine, word_timestamps: bool | None = None) -> None:
+    def __init__(self, engine: ASREngine, word_timestamps: bool | None = None,
+                 language_check: bool = True) -> None:
         self.engine = engine
         if word_timestamps is None:
             word_timestamps = "offline" in engine.strategy.word_timing_modes
         self.word_timestamps = word_timestamps
+        self._check = build_language_check(engine) if language_check else None
 
     @property
     def name(self) -> str:
@@ -170,8 +173,9 @@ class Model:
                     source, error = None, str(exc)
                 yield ManifestRow(row_id, source, prompt=prompt, source=label, error=error)
 
+        check = self._check if not language else None
         options = TranscribeOptions(inputs=[], language=language, task=task,
-                                    word_timestamps=words)
+                                    word_timestamps=words, row_check=check)
         for out, _ in Transcriber(self.engine, options).run(rows()):
             index, label = labels[out.id]
             yield _transcript(out, index, label)
@@ -180,14 +184,17 @@ class Model:
 def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
          batch_size: int = 16, decode_method: str | None = None,
          decode_options: dict[str, Any] | None = None,
-         word_timestamps: bool | None = None, threads: int | None = None) -> Model:
+         word_timestamps: bool | None = None, threads: int | None = None,
+         language_check: bool = True) -> Model:
     """Load ``model`` (a name from ``oasr models`` such as ``whisper-tiny.en`` or ``base``, a
     bundle or checkpoint folder, an installed model package or a Hub id; default: the packaged
     Whisper tiny.en) on ``device`` (auto, cpu, cuda, cuda:N).
 
     ``decode_options`` are the decode family's options (``beam_size``, ...), as
     ``--decode-option``; ``threads`` sets torch's CPU threads; ``word_timestamps`` None means
-    on when the family can time words in this configuration.
+    on when the family can time words in this configuration. ``language_check``: on an
+    English-only model, warn (``Transcript.warnings``) when a recording looks like another
+    language (``oasr.transcribe.language_check``).
     """
     if threads is not None:
         import torch
@@ -198,4 +205,5 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
     config = EngineConfig(model=model or "", device=device, dtype=dtype,
                           decode_method=decode_method, decode_options=dict(decode_options or {}),
                           max_batch_size=batch_size)
-    return Model(ASREngine(config), word_timestamps=word_timestamps)
+    return Model(ASREngine(config), word_timestamps=word_timestamps,
+                 language_check=language_check)

@@ -39,7 +39,21 @@ OASR_CUDA_ARCH = EnvVar(
     "Target for the JIT-compiled CUDA kernels, e.g. 'sm_90'; empty: the current device's.",
 )
 
-ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH)
+OASR_LANGUAGE_ID = EnvVar(
+    "OASR_LANGUAGE_ID",
+    "auto",
+    "The language check of English-only models: 'auto' (language ID by whisper-base when "
+    "oasr[multilingual] is installed, else decoder confidence alone) or 'off' (confidence alone).",
+)
+
+ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_LANGUAGE_ID)
+
+
+def language_id_enabled() -> bool:
+    value = OASR_LANGUAGE_ID.get().strip().lower()
+    if value not in ("auto", "off"):
+        raise ValueError(f"OASR_LANGUAGE_ID={value!r}: use 'auto' or 'off'")
+    return value == "auto"
 
 
 def layers_backend() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -70,6 +71,11 @@ def transcribe_command(
     fail_on_error: bool = typer.Option(
         False, help="Exit 1 when any row ended with an error (the output is still written)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    language_check: bool = typer.Option(
+        True, "--language-check/--no-language-check",
+        help="English-only models: warn per row when the audio looks like another language "
+             "(low decoder confidence; language ID by whisper-base when oasr[multilingual] is "
+             "installed)."),
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row."""
     from rich.console import Console
@@ -92,6 +98,7 @@ def transcribe_command(
     )
     from oasr.io.output_format import STDOUT, infer_format
     from oasr.io.stdout_writer import StdoutWriter
+    from oasr.transcribe.language_check import build_language_check
     from oasr.transcribe.runner import TranscribeOptions, transcribe
 
     console = Console(stderr=True)
@@ -153,13 +160,20 @@ def transcribe_command(
     if previous and previous.get("model_sha256") not in (None, metadata["model_sha256"]):
         console.print(f"[yellow]warning:[/] {out_path} was started with another model "
                       f"({previous.get('model')}); resuming adds rows decoded by this one")
+    check = build_language_check(engine) if language_check and not language else None
     options = TranscribeOptions(inputs=list(inputs), columns=columns, shard=shard_t, limit=limit,
                                 language=language, task=task,
-                                word_timestamps=word_timestamps)
+                                word_timestamps=word_timestamps, row_check=check)
     view = ProgressView(console, total, enabled=progress)
+
+    def on_row(out: Any, stats: Any) -> None:
+        for warning in out.warnings:
+            console.print(f"[yellow]warning:[/] {escape(warning)}")
+        view.update(out, stats)
+
     try:
         with view:
-            stats = transcribe(engine, options, writer, on_row=view.update)
+            stats = transcribe(engine, options, writer, on_row=on_row)
     except (ManifestError, OutputError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None

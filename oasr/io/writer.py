@@ -86,6 +86,8 @@ class OutputRow:
     finish_reason: str | None = None
     error: str | None = None
     passthrough: dict[str, Any] = field(default_factory=dict)
+    # Shown to the user (e.g. "the audio sounds like Spanish"), not written to the output.
+    warnings: list[str] = field(default_factory=list)
 
 
 def resolve_output_path(

@@ -40,6 +40,8 @@ class TranscribeOptions:
     task: str | None = None
     window_s: float | None = None  # default: the model's fixed window
     word_timestamps: bool = False
+    # Called on each finished row (e.g. language_check.LanguageCheck); may add out.warnings.
+    row_check: Callable[[ManifestRow, OutputRow], Any] | None = None
 
 
 @dataclass
@@ -152,7 +154,10 @@ class Transcriber:
 
     def _finish(self, state: _RowState) -> None:
         self.active.pop(state.row.id, None)
-        self.ready.append((_summary_row(state, state.reader.total / self.sr), state.row.text))
+        out = _summary_row(state, state.reader.total / self.sr)
+        if self.options.row_check is not None:
+            self.options.row_check(state.row, out)
+        self.ready.append((out, state.row.text))
 
     def _next_window(self, state: _RowState, seek: int) -> None:
         """Submit the window starting at ``seek``, or finish the row when the audio ends."""
