@@ -15,7 +15,7 @@ batches many recordings through one engine and yields each :class:`Transcript` a
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
 from oasr.io.manifest import ManifestRow
 from oasr.io.writer import OutputRow
+from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.language_check import build_language_check
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
 
@@ -131,10 +132,12 @@ class Model:
 
     def transcribe(self, audio: AudioInput, *, language: str | None = None,
                    task: str | None = None, prompt: str | None = None,
-                   word_timestamps: bool | None = None,
-                   sample_rate: int | None = None) -> Transcript:
+                   word_timestamps: bool | None = None, sample_rate: int | None = None,
+                   temperature: float | Sequence[float] = 0.0, seed: int = 0) -> Transcript:
         """Transcribe one recording: a path, the encoded file's bytes, or an array of samples
-        (mono ``(n,)`` or ``(n, channels)``, with ``sample_rate``).
+        (mono ``(n,)`` or ``(n, channels)``, with ``sample_rate``). ``temperature``: one
+        sampling temperature, or Whisper's fallback schedule (faster-whisper's is
+        ``oasr.transcribe.fallback.FASTER_WHISPER_TEMPERATURES``), seeded by ``seed``.
 
         Raises:
             TranscriptionError: the recording could not be read or decoded.
@@ -143,23 +146,31 @@ class Model:
         """
         result = next(self.transcribe_batch([audio], language=language, task=task,
                                             prompt=prompt, word_timestamps=word_timestamps,
-                                            sample_rate=sample_rate))
+                                            sample_rate=sample_rate, temperature=temperature,
+                                            seed=seed))
         if result.error:
             raise TranscriptionError(result.error)
         return result
 
     def transcribe_batch(self, audios: Iterable[AudioInput], *, language: str | None = None,
                          task: str | None = None, prompt: str | None = None,
-                         word_timestamps: bool | None = None,
-                         sample_rate: int | None = None) -> Iterator[Transcript]:
+                         word_timestamps: bool | None = None, sample_rate: int | None = None,
+                         temperature: float | Sequence[float] = 0.0,
+                         seed: int = 0) -> Iterator[Transcript]:
         """Transcribe many recordings together, yielding each as it finishes (not in input
         order: ``Transcript.index`` is its position in ``audios``). A recording that cannot be
         read yields a Transcript with ``error`` set; the others go on."""
         from oasr.engine.request import DecodingOptions
 
         words = self.word_timestamps if word_timestamps is None else word_timestamps
+        temps = ((float(temperature),) if isinstance(temperature, (int, float))
+                 else tuple(float(t) for t in temperature))
+        fallback = TemperatureFallback(temps, seed=seed)
         self.engine.strategy.validate_options(DecodingOptions(language=language, task=task,
                                                               word_timestamps=words))
+        if max(temps) > 0:
+            self.engine.strategy.validate_options(DecodingOptions(temperature=max(temps),
+                                                                  seed=seed))
         labels: dict[str, tuple[int, str]] = {}
 
         def rows() -> Iterator[ManifestRow]:
@@ -175,7 +186,8 @@ class Model:
 
         check = self._check if not language else None
         options = TranscribeOptions(inputs=[], language=language, task=task,
-                                    word_timestamps=words, row_check=check)
+                                    word_timestamps=words, row_check=check,
+                                    fallback=fallback)
         for out, _ in Transcriber(self.engine, options).run(rows()):
             index, label = labels[out.id]
             yield _transcript(out, index, label)

@@ -90,6 +90,12 @@ def test_batch_yields_every_input_once_and_keeps_errors(model, tmp_path):
     assert by_index[0].text == model.transcribe(files[0]).text
 
 
+def test_temperature_schedule_is_reproducible(model):
+    a = model.transcribe(clip(SHORT[0]), temperature=(0.0, 0.6, 1.0), seed=3)
+    b = model.transcribe(clip(SHORT[0]), temperature=(0.0, 0.6, 1.0), seed=3)
+    assert a.text == b.text and a.text
+
+
 def test_unreadable_file_raises(model, tmp_path):
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"not audio at all")

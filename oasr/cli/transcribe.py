@@ -21,6 +21,16 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     return i, n
 
 
+def _decode_option_help(values: list[str] | None) -> list[str] | None:
+    """``-d help``: print every family's options and stop (before -o is required)."""
+    if values and "help" in values:
+        from oasr.cli.decoding_flags import print_family_options
+
+        print_family_options()
+        raise typer.Exit(0)
+    return values
+
+
 def transcribe_command(
     inputs: list[str] = typer.Argument(
         ..., help="Parquet/Arrow/JSONL manifests, audio files, folders or globs."),
@@ -50,7 +60,28 @@ def transcribe_command(
         None, help="Decode family (default: the model's own, e.g. aed for Whisper)."),
     decode_option: list[str] = typer.Option(
         [], "--decode-option", "-d",
-        help="k=v option of the decode family, typed from its options (e.g. beam_size=4)."),
+        help="k=v option of the decode family, typed from its options (e.g. beam_size=4); "
+             "`-d help` lists every family's options with their defaults.",
+        is_eager=True, callback=_decode_option_help),
+    beam_size: int | None = typer.Option(
+        None, "--beam-size", help="Beam width: the family's beam_size option (Whisper: 1, "
+                                  "greedy, by default; beam search cannot time words)."),
+    temperature: str = typer.Option(
+        "0", "--temperature",
+        help="Sampling temperature, or Whisper's fallback schedule as a comma list (faster-"
+             "whisper's: 0,0.2,0.4,0.6,0.8,1.0): a window is decoded again at the next "
+             "temperature when its compression ratio or average log-probability fails the "
+             "thresholds. Sampling is seeded (--seed)."),
+    compression_ratio_threshold: float = typer.Option(
+        2.4, help="Fallback: re-decode a window whose text's zlib compression ratio is above."),
+    log_prob_threshold: float = typer.Option(
+        -1.0, help="Fallback: re-decode a window whose mean token log-probability is below."),
+    seed: int = typer.Option(0, help="Seed of sampled decodes (temperature > 0): reruns match."),
+    threads: int | None = typer.Option(
+        None, "--threads", help="CPU threads for torch (torch.set_num_threads)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only errors and warnings: no progress, notes or "
+                                     "summary."),
     language: str | None = typer.Option(
         None, help="Language code for every row without a language column (Whisper: detected "
                    "on multilingual models when unset)."),
@@ -81,6 +112,7 @@ def transcribe_command(
     from rich.console import Console
     from rich.markup import escape
 
+    from oasr.cli.decoding_flags import apply_beam_size, parse_temperatures, set_threads
     from oasr.cli.transcribe_view import ProgressView, print_summary
     from oasr.engine.config import EngineConfig
     from oasr.engine.decode.options import parse_decode_option
@@ -98,10 +130,13 @@ def transcribe_command(
     )
     from oasr.io.output_format import STDOUT, infer_format
     from oasr.io.stdout_writer import StdoutWriter
+    from oasr.transcribe.fallback import TemperatureFallback
     from oasr.transcribe.language_check import build_language_check
     from oasr.transcribe.runner import TranscribeOptions, transcribe
 
     console = Console(stderr=True)
+    if quiet:
+        progress = False
     shard_t = _parse_shard(shard)
     columns = ColumnMap(id=id_column, audio=audio_column, text=text_column)
     try:
@@ -115,6 +150,10 @@ def transcribe_command(
                                  min_gap_s=cue_gap)
         schema = passthrough_schema(inputs, columns)
         overrides = dict(parse_decode_option(o) for o in decode_option)
+        apply_beam_size(overrides, beam_size)
+        fallback = TemperatureFallback(parse_temperatures(temperature),
+                                       compression_ratio_threshold, log_prob_threshold, seed)
+        set_threads(threads)
     except (ManifestError, OutputError, ValueError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
@@ -131,12 +170,15 @@ def transcribe_command(
 
     if word_timestamps is None:
         word_timestamps = "offline" in engine.strategy.word_timing_modes
-        if not word_timestamps:
+        if not word_timestamps and not quiet:
             console.print(f"note: decode family {engine.decode_method!r} cannot time words in "
                           "this configuration; the words column stays empty")
     try:  # a run-wide option the model cannot honour fails here, not on every row
         engine.strategy.validate_options(DecodingOptions(language=language, task=task,
                                                          word_timestamps=word_timestamps))
+        if max(fallback.temperatures) > 0:
+            engine.strategy.validate_options(DecodingOptions(
+                temperature=max(fallback.temperatures), seed=seed))
     except ValueError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
@@ -163,7 +205,8 @@ def transcribe_command(
     check = build_language_check(engine) if language_check and not language else None
     options = TranscribeOptions(inputs=list(inputs), columns=columns, shard=shard_t, limit=limit,
                                 language=language, task=task,
-                                word_timestamps=word_timestamps, row_check=check)
+                                word_timestamps=word_timestamps, row_check=check,
+                                fallback=fallback)
     view = ProgressView(console, total, enabled=progress)
 
     def on_row(out: Any, stats: Any) -> None:
@@ -181,7 +224,8 @@ def transcribe_command(
         console.print(f"interrupted: finished rows are kept; rerun the same command to resume "
                       f"into {out_path}")
         raise typer.Exit(130) from None
-    print_summary(console, stats, Path(out_path))
+    if not quiet:
+        print_summary(console, stats, Path(out_path))
     if fail_on_error and stats.errors:
         raise typer.Exit(1)
 

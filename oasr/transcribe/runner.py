@@ -21,6 +21,7 @@ from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manifest
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
+from oasr.transcribe.fallback import TemperatureFallback
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
@@ -42,6 +43,8 @@ class TranscribeOptions:
     word_timestamps: bool = False
     # Called on each finished row (e.g. language_check.LanguageCheck); may add out.warnings.
     row_check: Callable[[ManifestRow, OutputRow], Any] | None = None
+    # Whisper's temperature fallback (oasr.transcribe.fallback); None: one decode per window.
+    fallback: TemperatureFallback | None = None
 
 
 @dataclass
@@ -71,6 +74,8 @@ class _RowState:
     seek: int = 0  # sample where the window in flight starts
     window_len: int = 0  # samples in the window in flight
     index: int = 0
+    attempt: int = 0  # index into the fallback temperatures of the window in flight
+    retries: int = 0  # windows of this row decoded again at a higher temperature
     outs: list[RequestOutput] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
     words: list[dict[str, Any]] = field(default_factory=list)
@@ -187,8 +192,14 @@ class Transcriber:
                 self._finish(state)
                 return
             seek += len(audio)
-        request = Request(f"{row.id}\x1fw{state.index}", audio,
-                          replace(state.decoding, timestamps=state.long and self.resumes),
+        decoding = replace(state.decoding, timestamps=state.long and self.resumes)
+        fallback = self.options.fallback
+        if fallback is not None:
+            temperature = fallback.temperatures[state.attempt]
+            decoding = replace(decoding, temperature=temperature,
+                               seed=fallback.window_seed(row.id, state.index, state.attempt)
+                               if temperature > 0 else None)
+        request = Request(f"{row.id}\x1fw{state.index}", audio, decoding,
                           metadata={"row": row.id, "window": state.index})
         state.index += 1
         try:
@@ -203,6 +214,13 @@ class Transcriber:
         if out.error:
             self._fail(state, f"{state.row.source}: {out.error}")
             return
+        fallback = self.options.fallback
+        if fallback is not None and fallback.retry(out, state.attempt):
+            state.attempt += 1
+            state.retries += 1
+            self._next_window(state, state.seek)  # the same window, one temperature up
+            return
+        state.attempt = 0
         state.outs.append(out)
         start = state.seek / self.sr
         window_end = (state.seek + state.window_len) / self.sr

@@ -357,8 +357,11 @@ class AedDecodeStrategy(IncrementalArStrategy):
             for p in probs:
                 total += p
             conf = total / len(probs)
+        # Whisper's avg_logprob: the mean over the generated tokens (end of text excluded).
+        avg_logprob = sum(logps) / len(logps) if logps else None
         return RequestOutput(
             request_id=row.request.request_id, text=text, token_ids=tokens,
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,
-            segments=segments, resume_at=resume, metadata=row.request.metadata,
+            avg_logprob=avg_logprob, segments=segments, resume_at=resume,
+            metadata=row.request.metadata,
         )
