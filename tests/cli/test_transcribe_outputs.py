@@ -94,3 +94,28 @@ def test_parquet_times_are_rounded_to_milliseconds(bundle, tmp_path):
     assert len(segments) > 1
     assert all(s["start"] == round(s["start"], 3) and s["end"] == round(s["end"], 3)
                for s in segments)
+
+
+def test_nemo_manifest_round_trips_and_wer_joins_on_audio_filepath(bundle, tmp_path):
+    import soundfile as sf
+
+    (tmp_path / "wavs").mkdir()
+    entries = []
+    for c in SHORT:
+        rel = f"wavs/{c}.flac"
+        (tmp_path / rel).write_bytes(clip(c).read_bytes())
+        entries.append({"audio_filepath": rel, "duration": sf.info(str(clip(c))).duration,
+                        "text": "some reference words", "speaker": "s1"})
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    out = tmp_path / "out.parquet"
+    assert run(bundle, manifest, "-o", out).exit_code == 0
+    rows = pq.read_table(out).to_pylist()
+    assert sorted(r["id"] for r in rows) == sorted(e["audio_filepath"] for e in entries)
+    assert all(r["audio_filepath"] == r["id"] and r["speaker"] == "s1" for r in rows)
+    res = runner.invoke(app, ["wer", str(manifest), str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert report["utterances"] == 2 and report["ref_words"] == 6
+    # Joined: each hypothesis word met its reference (unjoined, all 6 would be deletions).
+    assert report["hits"] + report["substitutions"] >= 1
