@@ -8,9 +8,10 @@ A problem with the run as a whole (an input that does not exist, a named column 
 there, two rows with one id) raises :class:`ManifestError` before or when it is met.
 
 Ids are the resume key, so they must be stable and unique: an id column when there is one,
-otherwise (JSONL with an audio path, NeMo's layout) the path as written, ``@<offset>`` added for a
-segment not starting at 0, otherwise ``<manifest stem>-<row index>``; for audio files the file stem (or, where stems
-collide, the path relative to the files' common folder without extension).
+otherwise (JSONL with an audio path, NeMo's layout) the path as written, ``@<offset>`` added
+for a segment not starting at 0, otherwise ``<manifest stem>-<row index>``; for audio files the
+file stem (or, where stems collide, the path relative to the files' common folder without
+extension).
 """
 
 from __future__ import annotations
