@@ -208,6 +208,8 @@ def transcribe_command(
                                 word_timestamps=word_timestamps, row_check=check,
                                 fallback=fallback)
     view = ProgressView(console, total, enabled=progress)
+    if progress:
+        options.on_window = view.window
 
     def on_row(out: Any, stats: Any) -> None:
         for warning in out.warnings:

@@ -45,6 +45,9 @@ class TranscribeOptions:
     row_check: Callable[[ManifestRow, OutputRow], Any] | None = None
     # Whisper's temperature fallback (oasr.transcribe.fallback); None: one decode per window.
     fallback: TemperatureFallback | None = None
+    # Called after each settled window of a long recording with (row id, seconds settled,
+    # the recording's duration or None), so progress moves within a recording.
+    on_window: Callable[[str, float, float | None], Any] | None = None
 
 
 @dataclass
@@ -71,6 +74,7 @@ class _RowState:
     reader: ForwardAudio
     decoding: DecodingOptions
     long: bool = False
+    expected_s: float | None = None  # a long recording's duration from its header, if known
     seek: int = 0  # sample where the window in flight starts
     window_len: int = 0  # samples in the window in flight
     index: int = 0
@@ -108,6 +112,18 @@ def _summary_row(state: _RowState, duration: float) -> OutputRow:
                      segments=state.segments if state.long else None, confidence=confidence,
                      duration=duration, language=language, finish_reason=reason, error=None,
                      passthrough=row.passthrough)
+
+
+def _header_duration(row: ManifestRow) -> float | None:
+    """The recording's (or its segment's) duration from the file header, for progress."""
+    from oasr.audio import audio_info
+
+    if row.duration is not None:
+        return row.duration
+    try:
+        return max(audio_info(row.audio).duration - row.offset, 0.0)
+    except (AudioDecodeError, OSError, ValueError):
+        return None
 
 
 class Transcriber:
@@ -183,6 +199,8 @@ class Transcriber:
                 return
             if seek == 0:
                 state.long = more
+                if more and self.options.on_window is not None:
+                    state.expected_s = _header_duration(row)
             if more and not self.resumes:
                 audio = audio[:quiet_cut(audio, self.sr)]
             state.seek, state.window_len = seek, len(audio)
@@ -243,6 +261,8 @@ class Transcriber:
         advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
         if out.resume_at is not None and out.words:
             advance = self._resume_before_onset(state, out, advance)
+        if self.options.on_window is not None:
+            self.options.on_window(state.row.id, max(advance, 1) / self.sr, state.expected_s)
         self._next_window(state, state.seek + max(advance, 1))
 
     def _resume_before_onset(self, state: _RowState, out: RequestOutput, advance: int) -> int:

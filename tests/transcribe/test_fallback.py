@@ -45,3 +45,23 @@ def test_a_failing_window_is_decoded_at_each_temperature_then_stands():
     never = TemperatureFallback((0.0, 0.5, 1.0), compression_ratio_threshold=None,
                                 logprob_threshold=None)
     assert _decode(never)[1] == [0.0]
+
+
+def test_long_recording_reports_each_window_before_it_finishes(tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    pieces = [sf.read(clip(c), dtype="float32")[0]
+              for c in ("1688-142285-0002", "1688-142285-0003", "1688-142285-0004")]
+    long = tmp_path / "long.wav"
+    sf.write(long, np.concatenate(pieces), 16000)
+    events: list[tuple[str, float, float | None]] = []
+    finished: list[int] = []
+    options = TranscribeOptions(inputs=[], on_window=lambda *e: events.append(e))
+    engine = build_tiny_engine(window_s=6.0)
+    for _ in Transcriber(engine, options).run(iter([ManifestRow("L", str(long))])):
+        finished.append(len(events))
+    duration = sf.info(long).duration
+    assert len(events) > 1 and finished == [len(events)]  # all reported before the row
+    assert {e[0] for e in events} == {"L"} and events[0][2] == duration
+    assert abs(sum(e[1] for e in events) - duration) < 0.5
