@@ -128,7 +128,7 @@ def transcribe_command(
         passthrough_schema,
         resolve_output_path,
     )
-    from oasr.io.output_format import STDOUT, infer_format
+    from oasr.io.format_choice import STDOUT, infer_format
     from oasr.io.stdout_writer import StdoutWriter
     from oasr.transcribe.fallback import TemperatureFallback
     from oasr.transcribe.language_check import build_language_check

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oasr.io.output_format import infer_format
+from oasr.io.format_choice import infer_format
 from oasr.io.writer import OutputError
 
 
