@@ -220,12 +220,15 @@ def _plot(results: list[Any], path: Path, payload: dict[str, Any]) -> None:
             lat_sd.append(sd)
         ax_rtf.errorbar(sizes, rtf, yerr=rtf_sd, marker="o", capsize=3, label=system)
         ax_lat.errorbar(sizes, lat, yerr=lat_sd, marker="o", capsize=3, label=system)
-    for system in payload["systems"][1:]:
+    for k, system in enumerate(payload["systems"][1:]):
         for b in payload["batch_sizes"]:
             if (system, b) in means and ("ours", b) in means and means[(system, b)] > 0:
+                # One line per peer above our point, so several peers' labels do not overlap.
+                last = b == max(payload["batch_sizes"])
                 ax_rtf.annotate(f"{means[('ours', b)] / means[(system, b)]:.2f}x vs {system}",
                                 (b, means[("ours", b)]), textcoords="offset points",
-                                xytext=(4, 6), fontsize=7)
+                                xytext=(-4 if last else 4, 6 + 10 * k), fontsize=7,
+                                ha="right" if last else "left", annotation_clip=False)
     for ax, label in ((ax_rtf, "RTFx (audio s / wall s)"), (ax_lat, "latency p50 (ms)")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch size")
