@@ -29,7 +29,7 @@ import torch
 
 from oasr import ops
 from oasr.features import FeatureConfig
-from oasr.features.kaldi import fbank, fbank_native, kaldi_filters, mfcc
+from oasr.features.kaldi import fbank, fbank_native, kaldi_filters, mfcc, mfcc_native
 from oasr.features.mel import mel_filters
 from oasr.features.whisper_logmel import whisper_logmel, whisper_logmel_native
 from oasr.kernels import features_cuda, jit
@@ -211,7 +211,7 @@ def test_fbank_matches_cpu(poisoned, audio, params, sr, n_mels) -> None:
     lengths = [max(n * sr // 16000, 1) for n in KALDI_LENGTHS]
     x, lens = _batch(_audio(audio, lengths, sr, seed=sr + n_mels))
     config = FeatureConfig("fbank", sample_rate=sr, num_mel_bins=n_mels, params=params)
-    ref, ref_lens = fbank(x, lens, config)
+    ref, ref_lens = fbank_native(x, lens, config)  # the CPU oracle, not routed
     feats, feat_lens = fbank(x.cuda(), lens.cuda(), config)
     assert ops.gap_counts() == {("kernel", "fbank"): 1}
     assert feat_lens.device.type == "cuda" and feat_lens.cpu().tolist() == ref_lens.tolist()
@@ -231,7 +231,7 @@ def test_fbank_matches_cpu(poisoned, audio, params, sr, n_mels) -> None:
 def test_mfcc_matches_cpu(poisoned, params) -> None:
     x, lens = _batch(_audio("speech", KALDI_LENGTHS, seed=5))
     config = FeatureConfig("mfcc", num_mel_bins=40, params={"audio_scale": 32768.0, **params})
-    ref, ref_lens = mfcc(x, lens, config)
+    ref, ref_lens = mfcc_native(x, lens, config)
     feats, feat_lens = mfcc(x.cuda(), lens, config)  # lengths on the CPU: moved, as torch does
     assert ops.gap_counts() == {("kernel", "mfcc"): 1}
     assert feat_lens.cpu().tolist() == ref_lens.tolist()
@@ -266,14 +266,14 @@ def test_whisper_logmel_matches_cpu(poisoned, n_mels, chunk, extra, audio) -> No
     lengths = [1, 159, 160, 161, 16_007, 48_001, window, window + extra]  # last: trimmed
     x, lens = _batch(_audio(audio, lengths, seed=n_mels))
     config = FeatureConfig("whisper_logmel", num_mel_bins=n_mels, params={"chunk_seconds": chunk})
-    ref, ref_lens = whisper_logmel(x, lens, config)
+    ref, ref_lens = whisper_logmel_native(x, lens, config)
     feats, feat_lens = whisper_logmel(x.cuda(), lens.cuda(), config)
     assert ops.gap_counts() == {("kernel", "whisper_logmel"): 1}
     assert feat_lens.cpu().tolist() == ref_lens.tolist()
     assert _max_diff(feats, ref) <= 1e-3
     # A batch narrower than the window: zeros past each row, as the padded window has.
     narrow, narrow_lens = _batch(_audio(audio, [3_000, 20_000], seed=1))
-    ref, _ = whisper_logmel(narrow, narrow_lens, config)
+    ref, _ = whisper_logmel_native(narrow, narrow_lens, config)
     feats, _ = whisper_logmel(narrow.double().cuda(), narrow_lens.cuda(), config)
     assert _max_diff(feats, ref) <= 1e-3
 
