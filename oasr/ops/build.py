@@ -13,6 +13,7 @@ Stdlib only (``setup.py`` loads this file by path, before torch exists in the bu
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Mapping
@@ -169,10 +170,14 @@ def find_nvcc() -> Path:
 
 @lru_cache(maxsize=1)
 def toolchain_available() -> bool:
-    """Whether nvcc is found (cached; ``toolchain_available.cache_clear()`` re-reads)."""
+    """Whether nvcc is found (cached; ``toolchain_available.cache_clear()`` re-reads). A False
+    warns once, naming the fix."""
     try:
         find_nvcc()
-    except KernelBuildError:
+    except KernelBuildError as exc:
+        logging.getLogger("oasr.kernels").warning(
+            "%s; kernels without a prebuilt library are counted under the gap "
+            "'cuda-toolchain'", exc)
         return False
     return True
 

@@ -47,7 +47,7 @@ def test_unknown_parameter_codes_refuse():
         BuildSpec(name="t", sources=(), signatures={"a": ("int",)})
 
 
-def test_nvcc_off_makes_every_kernel_path_the_toolchain_gap(monkeypatch, real_registry):
+def test_nvcc_off_makes_every_kernel_path_the_toolchain_gap(monkeypatch, real_registry, caplog):
     from oasr import ops
     from oasr.cache import paged_attention
     from oasr.engine.decode import ctc
@@ -58,6 +58,9 @@ def test_nvcc_off_makes_every_kernel_path_the_toolchain_gap(monkeypatch, real_re
     try:
         with pytest.raises(build.KernelBuildError, match="OASR_NVCC=off"):
             build.find_nvcc()
+        caplog.set_level("WARNING", logger="oasr.kernels")
+        assert not build.toolchain_available() and not build.toolchain_available()
+        assert sum("cuda-toolchain" in r.message for r in caplog.records) == 1  # warned once
         ops.set_backend("oasr")  # routes re-resolve
         routes = (kaldi._FBANK, kaldi._MFCC, whisper_logmel._WHISPER_LOGMEL, ctc._CTC_SEARCH,
                   paged_attention._ROUTE)
