@@ -115,12 +115,16 @@ def bench_command(
         except (ValueError, FileNotFoundError) as e:
             _fail(str(e))
 
-    results = []
+    from oasr import ops
+
+    results, dispatched = [], ops.snapshot()
     for b in sizes:
         for k in range(repeats):
             r = bench_ours(lm, model, clips, b, device, dtype, repeat_minutes, max_new_tokens)
             r.repeat = k
             results.append(r)
+    # The peers run their own code in their own processes, never a route: these are ours.
+    dispatch = ops.counts_since(dispatched)
     # Each peer in its own process: its peak memory is its own, ours stays ours.
     for name in compare:
         job = PeerJob(name, model, device, dtype, max_new_tokens, sizes, repeats,
@@ -132,6 +136,7 @@ def bench_command(
     systems = ["ours", *dict.fromkeys(r.system for r in results if r.system != "ours")]
 
     _print_table(results)
+    typer.echo(ops.format_dispatch_line(dispatch))
     payload: dict[str, Any] = {
         "manifest": manifest, "model": lm.name, "weights_sha256": lm.weights_sha256,
         "device": resolved, "device_name": _device_name(resolved), "dtype": str(torch_dtype),
@@ -140,6 +145,7 @@ def bench_command(
         "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": systems,
         "repeats": repeats,
         "results": [r.to_dict() for r in results],
+        "dispatch": ops.dispatch_summary(dispatch),
     }
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
