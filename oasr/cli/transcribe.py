@@ -193,7 +193,7 @@ def transcribe_command(
         "task": task or "",
     }
     if output == STDOUT:
-        writer = StdoutWriter()
+        writer = StdoutWriter(metadata=metadata)
     else:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         writer = open_writer(out_path, fmt, metadata=metadata, retry_errors=retry_errors,

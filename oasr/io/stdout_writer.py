@@ -26,8 +26,11 @@ def row_dict(row: OutputRow) -> dict[str, Any]:
 class StdoutWriter:
     """A :class:`~oasr.io.writer.RowWriter` writing JSON lines to ``stream`` (stdout)."""
 
-    def __init__(self, stream: IO[str] | None = None) -> None:
+    def __init__(self, stream: IO[str] | None = None,
+                 metadata: dict[str, str] | None = None) -> None:
         self.stream = stream
+        # What a file output would record (RowWriter's surface); a stream has nowhere to put it.
+        self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
 
     def _out(self) -> IO[str]:
         return self.stream if self.stream is not None else sys.stdout
