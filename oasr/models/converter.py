@@ -23,6 +23,7 @@ from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = [
     "BaseCheckpointConverter",
+    "CorruptCheckpointFileError",
     "IncompleteCheckpointError",
     "LoadReport",
     "MappedWeights",
@@ -181,13 +182,30 @@ def whisper_logmel_features(n_mels: int) -> FeatureConfig:
     )
 
 
+class CorruptCheckpointFileError(ValueError):
+    """A checkpoint file exists but cannot be read as what it must be (a config that does not
+    parse); never read as absent, which would fall back to guessed defaults."""
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from ``path``, or ``None`` when the file is absent or not a JSON object."""
+    """A JSON object from ``path``, or ``None`` when the file is absent.
+
+    Raises:
+        CorruptCheckpointFileError: the file exists but is unreadable, is not JSON, or is not
+            a JSON object; the message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CorruptCheckpointFileError(f"{path} is not valid JSON ({exc}); repair or "
+                                         "replace the file") from exc
+    if not isinstance(data, dict):
+        raise CorruptCheckpointFileError(
+            f"{path} holds a JSON {type(data).__name__}, not an object; repair or replace it")
+    return data
 
 
 class BaseCheckpointConverter:
