@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from oasr.dtypes import dtype_from_name
 from oasr.features.spec import FeatureConfig
 from oasr.tokenizers.base import TokenizerSpec
 
@@ -315,9 +316,4 @@ class BaseCheckpointConverter:
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
-    names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
-             "fp16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16}
-    if dtype not in names:
-        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(names)}")
-    return names[dtype]
+    return dtype_from_name(dtype)
