@@ -45,7 +45,7 @@ def test_a_split_character_goes_to_the_id_that_completes_it():
 
 def test_an_unfinished_character_at_the_end_is_flushed_as_decode_renders_it():
     tok = ByteTokenizer()
-    ids = list("ab".encode()) + [0xE2, 0x82]
+    ids = list(b"ab") + [0xE2, 0x82]
     pieces, rest = _stream(tok, ids)
     assert pieces == ["a", "b", "", ""]
     assert "".join(pieces) + rest == tok.decode(ids)
