@@ -26,7 +26,8 @@ from oasr.layers.activation import Gelu
 from oasr.layers.attention import Attention
 from oasr.layers.conv import Conv1d
 from oasr.layers.embedding import Embedding
-from oasr.layers.linear import Linear, LinearActivation
+from oasr.layers.linear import Linear, LinearActivation, TiedLinear
+from oasr.layers.matmul import bmm
 from oasr.layers.norm import LayerNorm
 from oasr.models.whisper.config import WhisperConfig
 
@@ -161,6 +162,9 @@ class WhisperDecoder(nn.Module):
             for _ in range(cfg.decoder_layers)
         )
         self.layer_norm = LayerNorm(d, eps=LN_EPS)
+        # The vocabulary projection, tied to the embedding (HF's proj_out): the largest GEMM of
+        # every step, so it goes through the waist like every other projection.
+        self.proj_out = TiedLinear(self.embed_tokens)
 
     @property
     def max_positions(self) -> int:
@@ -174,7 +178,7 @@ class WhisperDecoder(nn.Module):
                                 self.cfg.max_source_positions)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(self.layer_norm(x), self.embed_tokens.weight.t())
+        return self.proj_out(self.layer_norm(x))
 
     def _run(self, tokens: torch.Tensor, state: AedState) -> torch.Tensor:
         """tokens (B, S) at each row's next positions -> hidden (B, S, C); advances lens."""
@@ -292,8 +296,11 @@ class WhisperDecoder(nn.Module):
                 att = layer.encoder_attn
                 q = att.split(att.q_proj(h))
                 idx = torch.tensor(wanted[i], device=q.device)
-                qk = torch.matmul(q.index_select(1, idx).float(),
-                                  cross_k[i].index_select(1, idx).float().transpose(-1, -2))
+                qh = q.index_select(1, idx).float()  # (R, h, S, D)
+                kh = cross_k[i].index_select(1, idx).float()  # (R, h, T_enc, D)
+                rows, nh, _, d = qh.shape
+                qk = bmm(qh.reshape(rows * nh, s, d),
+                         kh.reshape(rows * nh, -1, d).transpose(1, 2)).view(rows, nh, s, -1)
                 for j, head in enumerate(wanted[i]):
                     scores[(i, head)] = qk[:, j] * att.head_dim ** -0.5
             if i == last:
