@@ -41,7 +41,7 @@ def register_streaming_backend(name: str):
 
 
 def build_streaming_backend(model: Any, **kwargs: Any) -> StreamingEncoderBackend:
-    kind = getattr(getattr(model, "encoder", model), "streaming_kind", "none")
+    kind = model.encoder.streaming_kind
     if kind == "none":
         raise ValueError(
             f"{type(model).__name__} has no chunk-wise encoder (streaming_kind='none'); "

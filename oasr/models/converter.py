@@ -220,7 +220,6 @@ class BaseCheckpointConverter:
     architecture: str = ""
     source_format: str = ""
     default_checkpoint_name: str = ""
-    default_decode_type: str = "aed"
     detect_specificity: int = 0
     looks_for: str = ""
     # "module:Class" of the config ``build_config`` returns; recorded in bundles.
@@ -244,7 +243,10 @@ class BaseCheckpointConverter:
 
     # -- optional hooks ----------------------------------------------------------------------
     def build_decoding_defaults(self, config: Any, path: Path) -> dict[str, Any]:
-        return {"decode_type": self.default_decode_type}
+        """Checkpoint defaults of decode-family options, by option name (applied where the
+        family has the option, below the user's ``--decode-option``); none by default. The
+        family itself is the model class's to declare (``decode_families``)."""
+        return {}
 
     def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
         raise NotImplementedError(f"{type(self).__name__} does not declare a tokenizer")

@@ -30,6 +30,7 @@ from oasr.engine.decode.timestamp_rules import (
     apply_timestamp_rules,
     window_result,
 )
+from oasr.engine.decoder_graph import DEFAULT_MAX_CAPTURES
 from oasr.engine.request import Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 from oasr.native import native
@@ -53,8 +54,9 @@ class AedOptions:
     use_step_graphs: bool = option(True, doc="Replay greedy decoder steps from CUDA graphs "
                                              "(CUDA and paged KV only; kv_storage=auto pages "
                                              "exactly when this is on). Off: eager steps.")
-    step_graph_max_captures: int = option(64, doc="Decoder-step graphs kept at most; a new "
-                                                  "step shape past it runs eager.")
+    step_graph_max_captures: int = option(
+        DEFAULT_MAX_CAPTURES, doc="Decoder-step graphs kept at most; a new step shape past it "
+                                  "runs eager.")
     pause_snap_db: float = option(40.0, doc="Word timings: move token spans off pauses "
                                             "(frames this many dB under the audio's loud "
                                             "frames for >= 0.3 s); 0: raw DTW spans.")

@@ -124,7 +124,6 @@ class WenetConformerConverter(BaseCheckpointConverter):
     architecture = "conformer"
     source_format = "wenet"
     default_checkpoint_name = "final.pt"
-    default_decode_type = "ctc"
     detect_specificity = 10
     looks_for = ("train.yaml with 'encoder: conformer' beside a .pt checkpoint (final.pt) and "
                  "units.txt or tokens.txt")
@@ -345,10 +344,7 @@ class WenetConformerConverter(BaseCheckpointConverter):
         return TokenizerSpec(kind="symbol_table", files={"units": units.name})
 
     def build_decoding_defaults(self, config: ConformerConfig, path: Path) -> dict[str, Any]:
-        # Keys other than decode_type name decode-family options (applied where the family
-        # has the option, below the user's --decode-option).
-        return {"decode_type": self.default_decode_type,
-                "rescoring_reverse_weight": config.reverse_weight}
+        return {"rescoring_reverse_weight": config.reverse_weight}
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.architecture}/{self.source_format}, "

@@ -301,7 +301,7 @@ def test_convert_writes_a_bundle_that_loads_back(tmp_path):
     assert bundle.architecture == "conformer"
     assert bundle.build_model_config() == conv.build_config(U2PP)
     assert bundle.provenance["source_format"] == "wenet"
-    assert bundle.decoding_defaults == {"decode_type": "ctc", "rescoring_reverse_weight": 0.3}
+    assert bundle.decoding_defaults == {"rescoring_reverse_weight": 0.3}
     assert bundle.tokenizer_spec.kind == "symbol_table"
     assert bundle.tokenizer_spec.files == {"units": "units.txt"}
     assert (bundle.tokenizer_dir / "units.txt").read_text() == (U2PP / "units.txt").read_text()
