@@ -45,6 +45,21 @@ CAPABILITIES: dict[str, Capability] = {
         decoder__prefill="encode the SOT prompt and cache the cross-attention K/V per row",
         decoder__step="one batched decoder step over the row-indexed KV cache",
         decoder__select="index_select rows of the decoder state (retirement, beam reorder)",
+        decoder__forced_logits="teacher-forced logits: language detection after SOT",
+        config__prompt_ids="the SOT prompt for a task and language (refuses unknown ones)",
+        config__sot_sequence="the default prompt, whose length every row reserves",
+        config__eos_token_id="end of text: the stop token",
+        config__decoder_start_token_id="start of transcript: never text",
+        config__suppress_tokens="ids suppressed at every step",
+        config__begin_suppress_tokens="ids suppressed on the first generated token",
+        config__max_target_positions="decoder positions a row may use",
+        config__vocab_size="the logits' width",
+        config__is_multilingual="whether a language is detected when none is given",
+        config__lang_to_id="language codes and their ids",
+        config__task_to_id="task names and their ids",
+        config__no_timestamps_token_id="the timestamp-mode switch (None: no timestamp mode)",
+        config__timestamp_begin="the first timestamp id (None: no timestamp mode)",
+        config__alignment_heads="cross-attention heads word timings align with (may be empty)",
     ),
     # Frame-synchronous CTC: encoder and head fused into log-probs.
     "ctc": _cap(
@@ -74,7 +89,9 @@ def unimplemented(fn: F) -> F:
 
 
 def is_unimplemented(member: Any) -> bool:
-    return bool(inspect.getattr_static(member, "__oasr_unimplemented__", False))
+    if inspect.ismethod(member):
+        member = member.__func__
+    return inspect.getattr_static(member, "__oasr_unimplemented__", False) is True
 
 
 def _unknown_family(family: str) -> KeyError:
