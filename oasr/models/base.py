@@ -270,8 +270,9 @@ class BaseAsrModel(nn.Module):
             )
 
     def encoder_options(self) -> dict[str, Any]:
-        """The encoder's configuration-dependent behaviour, by name (recorded in output
-        metadata and shown by ``oasr models``); empty when there is none."""
+        """The encoder's configuration-dependent behaviour, by name (Conformer: the chunk mask
+        a static-chunk checkpoint keeps offline); empty when there is none. Nothing reads it
+        yet; it is where a run's metadata gets the encoder's resolved settings."""
         return {}
 
     def quantization_layout(self) -> tuple[SmoothingGroup, ...]:
