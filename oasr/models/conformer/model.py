@@ -44,6 +44,8 @@ class ConformerModel(BaseAsrModel):
 
     decode_families = ("ctc", "ctc_aed_rescoring")
     encoder: ConformerEncoder
+    # Teacher-forced rescoring decoders, not the incremental BaseDecoder surface.
+    decoder: TransformerDecoder | BiTransformerDecoder  # type: ignore[assignment]
     config: ConformerConfig
 
     def __init__(self, cfg: ConformerConfig) -> None:
@@ -51,7 +53,6 @@ class ConformerModel(BaseAsrModel):
         self.config = cfg
         self.encoder = ConformerEncoder(cfg)
         self.ctc = CtcHead(cfg.d_model, cfg.vocab_size)
-        self.decoder: TransformerDecoder | BiTransformerDecoder
         if cfg.decoder == "bitransformer":
             self.decoder = BiTransformerDecoder(cfg)
         else:
