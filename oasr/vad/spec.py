@@ -56,6 +56,8 @@ class SpeechDetector:
     """
 
     stateful: bool = False
+    # The probability the segmenter and endpointer use unless told otherwise.
+    default_threshold: float = 0.5
 
     def detect(self, waveforms: torch.Tensor, lengths: torch.Tensor,
                sample_rate: int) -> SpeechProbs:
