@@ -67,6 +67,12 @@ def transcribe_command(
     fail_on_error: bool = typer.Option(
         False, help="Exit 1 when any row ended with an error (the output is still written)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    vad: str = typer.Option(
+        "none", help="Speech detector: silero, fsmn or none. Long recordings are cut at pauses "
+                     "and their chunks batched; rows without speech give empty text "
+                     "(finish_reason no_speech)."),
+    vad_model_dir: str | None = typer.Option(
+        None, help="Folder with the detector's weights (default: its installed package)."),
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row."""
     from rich.console import Console
@@ -113,6 +119,17 @@ def transcribe_command(
 
     from oasr.engine.request import DecodingOptions
 
+    transcriber = None
+    if vad != "none":
+        from oasr.transcribe.vad_segments import VadTranscriber, build_recording_segmenter
+
+        try:
+            segmenter = build_recording_segmenter(vad, device=str(engine.runner.device),
+                                                  model_dir=vad_model_dir)
+        except (ValueError, KeyError) as exc:
+            console.print(f"[red]error:[/] --vad {vad}: {exc}")
+            raise typer.Exit(2) from None
+
     if word_timestamps is None:
         word_timestamps = "offline" in engine.strategy.word_timing_modes
         if not word_timestamps:
@@ -133,6 +150,7 @@ def transcribe_command(
         "decode_options": json.dumps(overrides, sort_keys=True),
         "language": language or "",
         "task": task or "",
+        "vad": vad,
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
     writer = open_writer(out_path, fmt, metadata=metadata, retry_errors=retry_errors,
@@ -144,10 +162,13 @@ def transcribe_command(
     options = TranscribeOptions(inputs=list(inputs), columns=columns, shard=shard_t, limit=limit,
                                 language=language, task=task,
                                 word_timestamps=word_timestamps)
+    if vad != "none":
+        transcriber = VadTranscriber(engine, options, segmenter)
     view = ProgressView(console, total, enabled=progress)
     try:
         with view:
-            stats = transcribe(engine, options, writer, on_row=view.update)
+            stats = transcribe(engine, options, writer, on_row=view.update,
+                               transcriber=transcriber)
     except (ManifestError, OutputError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None

@@ -23,6 +23,7 @@ on real speech, so it is not the reference model.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +110,9 @@ def _load_16k(path: Path) -> dict[str, torch.Tensor]:
 
 
 def _load_jit(path: Path, sample_rate: int) -> dict[str, torch.Tensor]:
-    sd = torch.jit.load(str(path), map_location="cpu").state_dict()
+    with warnings.catch_warnings():  # torch deprecates the format; the package ships it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        sd = torch.jit.load(str(path), map_location="cpu").state_dict()
     p = "_model." if sample_rate == 16000 else "_model_8k."
     out = {"stft_conv.weight": sd[p + "stft.forward_basis_buffer"],
            "final_conv.weight": sd[p + "decoder.decoder.2.weight"],
