@@ -174,3 +174,26 @@ def test_detector_sees_audio_at_its_own_rate(energy):
     rec = seg(_bursts(2.0, [(0.5, 1.5)]).astype(np.float32)[::2].copy(), 8000, 30.0)
     assert seen == {"rate": SAMPLE_RATE, "n": 2 * SAMPLE_RATE}  # resampled 8 -> 16 kHz
     assert rec.duration_s == pytest.approx(2.0) and len(rec.segments) == 1
+
+
+def test_rows_are_detected_in_batches_and_unreadable_rows_become_errors(tiny_engine, energy,
+                                                                       tmp_path):
+    calls = []
+
+    class Counting(EnergyVad):
+        def detect(self, waveforms, lengths, sample_rate):
+            calls.append(waveforms.shape[0])
+            return super().detect(waveforms, lengths, sample_rate)
+
+    paths = [write_wav(tmp_path / f"r{i}.wav", _bursts(2.0 + i, [(0.5, 1.5)] if i % 2 else []))
+             for i in range(5)]
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"not audio")
+    seg = RecordingSegmenter(Counting(), energy)
+    _, rows = _run(tiny_engine, seg, [*paths, broken], tmp_path)
+    assert calls == [5]  # five readable rows, one padded detector call
+    assert rows["broken"]["error"] and rows["broken"]["text"] is None
+    for i in range(5):
+        row = rows[f"r{i}"]
+        assert row["duration"] == pytest.approx(2.0 + i)
+        assert (row["finish_reason"] == NO_SPEECH) == (i % 2 == 0)
