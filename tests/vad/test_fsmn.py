@@ -8,7 +8,7 @@ import soundfile as sf
 import torch
 
 from oasr.vad import build_detector
-from oasr.vad.fsmn import FsmnVad, apply_lfr, load_am_mvn
+from oasr.vad.fsmn import FsmnVad, load_am_mvn
 from tests.helpers.data import SHARED_DATA
 
 pytest.importorskip("funasr")
@@ -48,18 +48,6 @@ def _speech(utterance: str) -> torch.Tensor:
         pytest.skip(f"needs {path}")
     wav, _ = sf.read(path, dtype="float32")
     return torch.from_numpy(wav)
-
-
-@pytest.mark.parametrize("lfr_m,lfr_n", [(5, 1), (7, 6)])
-def test_lfr_matches_funasr(lfr_m, lfr_n):
-    torch.manual_seed(0)
-    feats = torch.randn(2, 23, 4)
-    lengths = torch.tensor([23, 17])
-    out, out_lens = apply_lfr(feats, lengths, lfr_m, lfr_n)
-    for b in range(2):
-        ref = wav_frontend.apply_lfr(feats[b, : lengths[b]], lfr_m, lfr_n)
-        assert int(out_lens[b]) == ref.shape[0]
-        assert torch.equal(out[b, : ref.shape[0]], ref)
 
 
 def test_am_mvn_matches_funasr(detector):
