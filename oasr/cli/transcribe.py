@@ -107,6 +107,12 @@ def transcribe_command(
         help="English-only models: warn per row when the audio looks like another language "
              "(low decoder confidence; language ID by whisper-base when oasr[multilingual] is "
              "installed)."),
+    vad: str = typer.Option(
+        "none", help="Speech detector: silero, fsmn or none. Long recordings are cut at pauses "
+                     "and their chunks batched; rows without speech give empty text "
+                     "(finish_reason no_speech)."),
+    vad_model_dir: str | None = typer.Option(
+        None, help="Folder with the detector's weights (default: its installed package)."),
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row."""
     from rich.console import Console
@@ -168,6 +174,17 @@ def transcribe_command(
 
     from oasr.engine.request import DecodingOptions
 
+    transcriber = None
+    if vad != "none":
+        from oasr.transcribe.vad_segments import VadTranscriber, build_recording_segmenter
+
+        try:
+            segmenter = build_recording_segmenter(vad, device=str(engine.runner.device),
+                                                  model_dir=vad_model_dir)
+        except (ValueError, KeyError) as exc:
+            console.print(f"[red]error:[/] --vad {vad}: {exc}")
+            raise typer.Exit(2) from None
+
     if word_timestamps is None:
         word_timestamps = "offline" in engine.strategy.word_timing_modes
         if not word_timestamps and not quiet:
@@ -191,6 +208,7 @@ def transcribe_command(
         "decode_options": json.dumps(overrides, sort_keys=True),
         "language": language or "",
         "task": task or "",
+        "vad": vad,
     }
     if output == STDOUT:
         writer = StdoutWriter(metadata=metadata)
@@ -207,6 +225,8 @@ def transcribe_command(
                                 language=language, task=task,
                                 word_timestamps=word_timestamps, row_check=check,
                                 fallback=fallback)
+    if vad != "none":
+        transcriber = VadTranscriber(engine, options, segmenter)
     view = ProgressView(console, total, enabled=progress)
     if progress:
         options.on_window = view.window
@@ -218,7 +238,8 @@ def transcribe_command(
 
     try:
         with view:
-            stats = transcribe(engine, options, writer, on_row=on_row)
+            stats = transcribe(engine, options, writer, on_row=on_row,
+                               transcriber=transcriber)
     except (ManifestError, OutputError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None

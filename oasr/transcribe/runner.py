@@ -313,8 +313,10 @@ class Transcriber:
 
 
 def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWriter,
-               on_row: Callable[[OutputRow, RunStats], Any] | None = None) -> RunStats:
-    """Transcribe every row not already in ``writer``'s output; returns the run's figures."""
+               on_row: Callable[[OutputRow, RunStats], Any] | None = None,
+               transcriber: Transcriber | None = None) -> RunStats:
+    """Transcribe every row not already in ``writer``'s output; returns the run's figures.
+    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``)."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -329,7 +331,7 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start, dispatched = time.perf_counter(), ops.snapshot()
     try:
-        for out, ref in Transcriber(engine, options).run(todo()):
+        for out, ref in (transcriber or Transcriber(engine, options)).run(todo()):
             writer.write(out)
             stats.rows += 1
             stats.audio_s += out.duration or 0.0
