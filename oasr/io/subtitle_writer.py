@@ -28,14 +28,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
-from oasr.io.writer import (
-    _EXTENSIONS,
+from oasr.io.output_format import (
+    EXTENSIONS,
     SUBTITLE_FORMATS,
     OutputError,
     OutputRow,
-    _fsync_replace,
+    fsync_replace,
 )
+from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
 
 __all__ = [
     "INDEX_NAME",
@@ -49,8 +49,8 @@ __all__ = [
 ]
 
 INDEX_NAME = ".oasr-subtitles.jsonl"
-SUBTITLE_EXTENSIONS = {fmt: _EXTENSIONS[fmt] for fmt in SUBTITLE_FORMATS}
-_FORMAT_OF = {ext: fmt for fmt, ext in _EXTENSIONS.items()}
+SUBTITLE_EXTENSIONS = {fmt: EXTENSIONS[fmt] for fmt in SUBTITLE_FORMATS}
+_FORMAT_OF = {ext: fmt for fmt, ext in EXTENSIONS.items()}
 _MAX_STEM_BYTES = 160  # file names stop at 255 bytes; leave room for the suffix and extension
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
              *(f"LPT{i}" for i in range(10))}
@@ -76,7 +76,7 @@ def subtitle_output_path(out: str, fmt: str) -> Path:
     path = Path(out)
     is_dir = out.endswith(("/", os.sep)) or path.is_dir()
     suffix = path.suffix.lower()
-    if not is_dir and suffix in _EXTENSIONS.values() and suffix != ext:
+    if not is_dir and suffix in EXTENSIONS.values() and suffix != ext:
         raise OutputError(
             f"-o {out} ends with {suffix} but --format is {fmt}: name one recording's file "
             f"*{ext}, a folder for many (e.g. -o {path.with_suffix('')}/), or pass "
@@ -151,7 +151,7 @@ def _write_whole(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        _fsync_replace(tmp, path)
+        fsync_replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 

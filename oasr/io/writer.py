@@ -20,13 +20,21 @@ import math
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oasr.io.output_format import (
+    EXTENSIONS,
+    FORMATS,
+    SUBTITLE_FORMATS,
+    TABLE_FORMATS,
+    OutputError,
+    OutputRow,
+    fsync_replace,
+)
 from oasr.io.schema import OUTPUT_COLUMNS, conform_table, output_schema, unify_schemas
 
 if TYPE_CHECKING:
@@ -44,43 +52,13 @@ __all__ = [
     "resolve_output_path",
 ]
 
-TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
-SUBTITLE_FORMATS = ("srt", "vtt")  # SubtitleWriter's: one file per recording
-FORMATS = TABLE_FORMATS + SUBTITLE_FORMATS
-_EXTENSIONS = {
-    "parquet": ".parquet",
-    "jsonl": ".jsonl",
-    "txt": ".txt",
-    "srt": ".srt",
-    "vtt": ".vtt",
-}
+_EXTENSIONS = EXTENSIONS
 _PART_PREFIX = "part-"
 # Rows per Parquet row group in the final file: parts are small (flush_rows), the merged file
 # should not inherit their tiny row groups.
 ROW_GROUP_ROWS = 2048
 _ERROR_PREFIX = "ERROR: "
 _SRC_BITS = 40
-
-
-class OutputError(RuntimeError):
-    """The output cannot be written or an existing one cannot be resumed from."""
-
-
-@dataclass
-class OutputRow:
-    """One finished row. ``words``: dicts with word/start/end/confidence (seconds from the start
-    of the recording); ``segments``: dicts with start/end/text; ``error`` None when fine."""
-
-    id: str
-    text: str | None = None
-    words: list[dict[str, Any]] | None = None
-    segments: list[dict[str, Any]] | None = None
-    confidence: float | None = None
-    duration: float | None = None
-    language: str | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    passthrough: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve_output_path(
@@ -143,20 +121,6 @@ def _one_line(text: str) -> str:
 def _txt_line(row: dict[str, Any]) -> str:
     body = _ERROR_PREFIX + row["error"] if row.get("error") else (row.get("text") or "")
     return f"{_one_line(str(row['id']))}\t{_one_line(body)}\n"
-
-
-def _fsync_replace(tmp: Path, final: Path) -> None:
-    os.replace(tmp, final)
-    try:
-        fd = os.open(final.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the rename itself has happened
-    finally:
-        os.close(fd)
 
 
 class OutputWriter:
@@ -364,7 +328,7 @@ class OutputWriter:
                 self._merge(parts, f)
                 f.flush()
                 os.fsync(f.fileno())
-            _fsync_replace(tmp, self.path)
+            fsync_replace(tmp, self.path)
         finally:
             tmp.unlink(missing_ok=True)
         shutil.rmtree(self.parts_dir, ignore_errors=True)
