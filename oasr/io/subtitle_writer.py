@@ -35,6 +35,7 @@ from oasr.io.output_format import (
     OutputRow,
     fsync_replace,
 )
+from oasr.io.stale_temp import remove_stale_temps
 from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
 
 __all__ = [
@@ -181,6 +182,7 @@ class SubtitleWriter:
             raise OutputError(f"{self.path} exists and is not a folder for {self.ext} files")
         check_output_rows(self.path, fmt, rows)
         self.index_path = self.folder / INDEX_NAME
+        remove_stale_temps(self.folder, ".")
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self.retry_errors = retry_errors
         self.cue_options = cue_options or CueOptions()

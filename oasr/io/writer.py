@@ -1,11 +1,14 @@
 """The output of ``oasr transcribe``: crash-safe, resumable, one row per input row.
 
-Rows are buffered and every ``flush_rows`` rows written as one Parquet part file into
-``<out>.parts/`` (tmp file + ``os.replace``, so a part is whole or absent even after SIGKILL).
+Rows are buffered and every ``flush_rows`` rows, or ``flush_seconds`` after the oldest buffered
+row finished, written as one Parquet part file into ``<out>.parts/`` (tmp file +
+``os.replace``, so a part is whole or absent even after SIGKILL).
 ``close()`` merges the previous final output (if any) and all parts into ``<out>.tmp-<pid>``,
 keeping the newest row of each id, and renames it over ``<out>``; only then are the parts
 removed. A crash at any point leaves either the old output or the new one, plus parts that a
-rerun folds in: ``done_ids()`` tells the engine what to skip.
+rerun folds in: ``done_ids()`` tells the engine what to skip. A writer killed mid-rename leaves
+``<out>.tmp-<pid>`` (or a part's temp file); opening a writer removes those of dead pids.
+One process writes one output: ``oasr transcribe`` holds :class:`oasr.io.lock.OutputLock` on it.
 
 Parts are Parquet whatever the final format: they keep types, and the merge streams them in
 record batches, so memory holds the id table, not the rows.
@@ -19,6 +22,7 @@ import json
 import math
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -36,6 +40,7 @@ from oasr.io.output_format import (
     fsync_replace,
 )
 from oasr.io.schema import OUTPUT_COLUMNS, conform_table, output_schema, unify_schemas
+from oasr.io.stale_temp import remove_stale_temps
 
 if TYPE_CHECKING:
     from oasr.io.subtitles import CueOptions
@@ -59,6 +64,8 @@ _PART_PREFIX = "part-"
 ROW_GROUP_ROWS = 2048
 _ERROR_PREFIX = "ERROR: "
 _SRC_BITS = 40
+# A part is written at least this often while rows finish: what a kill -9 can lose.
+FLUSH_SECONDS = 3.0
 
 
 def resolve_output_path(
@@ -139,6 +146,7 @@ class OutputWriter:
         retry_errors: bool = False,
         flush_rows: int = 64,
         passthrough_schema: pa.Schema | None = None,
+        flush_seconds: float = FLUSH_SECONDS,
     ) -> None:
         if fmt not in TABLE_FORMATS:
             raise OutputError(
@@ -147,17 +155,23 @@ class OutputWriter:
             )
         if flush_rows < 1:
             raise OutputError(f"flush_rows must be >= 1, got {flush_rows}")
+        if not flush_seconds > 0:
+            raise OutputError(f"flush_seconds must be > 0, got {flush_seconds}")
         self.path = Path(path)
         self.fmt = fmt
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self.retry_errors = retry_errors
         self.flush_rows = flush_rows
+        self.flush_seconds = flush_seconds
         self.passthrough_schema = passthrough_schema
         output_schema(passthrough_schema)  # refuses colliding names now, not at the first flush
         self.parts_dir = Path(f"{self.path}.parts")
         self._buffer: list[OutputRow] = []
+        self._buffered_since = 0.0  # monotonic time the oldest buffered row arrived
         self._next_part: int | None = None
         self._closed = False
+        remove_stale_temps(self.path.parent, f"{self.path.name}.tmp-")
+        remove_stale_temps(self.parts_dir, f".{_PART_PREFIX}")
 
     # -------------------------------------------------------------- reading what exists
 
@@ -248,11 +262,16 @@ class OutputWriter:
     # -------------------------------------------------------------- writing
 
     def write(self, row: OutputRow) -> None:
-        """Buffer ``row``; every ``flush_rows`` rows become one part file."""
+        """Buffer ``row``; ``flush_rows`` rows, or rows buffered ``flush_seconds``, become one
+        part file, so a ``kill -9`` loses at most that much finished work."""
         if self._closed:
             raise OutputError(f"writer for {self.path} is closed")
+        now = time.monotonic()
+        if not self._buffer:
+            self._buffered_since = now
         self._buffer.append(row)
-        if len(self._buffer) >= self.flush_rows:
+        if (len(self._buffer) >= self.flush_rows
+                or now - self._buffered_since >= self.flush_seconds):
             self.flush()
 
     def _rows_to_table(self, rows: list[OutputRow]) -> pa.Table:
