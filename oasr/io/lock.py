@@ -28,11 +28,18 @@ def lock_path(out: Path, folder: bool = False) -> Path:
     return out / ".oasr.lock" if folder else out.with_name(f"{out.name}.lock")
 
 
-def _unwritable(path: Path, err: OSError) -> OutputError:
-    reason = err.strerror or str(err)
-    if err.errno == errno.ENOTDIR:
-        reason = "a parent of it is a file, not a folder"
-    return OutputError(f"cannot write the output {path}: {reason}; choose an -o in a "
+def _unwritable(output: Path, folder: Path, err: OSError) -> OutputError:
+    """Why ``output`` cannot be written, said of the path that is the problem."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        reason = f"{existing} is a file, not a folder"
+    elif existing != folder:
+        reason = f"cannot create the folder {folder} in {existing} ({err.strerror or err})"
+    else:
+        reason = f"cannot create files in {folder} ({err.strerror or err})"
+    return OutputError(f"cannot write the output {output}: {reason}; choose an -o in a "
                        "writable folder")
 
 
@@ -53,19 +60,19 @@ class OutputLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise _unwritable(self.output, err) from None
+            raise _unwritable(self.output, self.path.parent, err) from None
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as err:
-                raise _unwritable(self.output, err) from None
+                raise _unwritable(self.output, self.path.parent, err) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as err:
                 holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
                 os.close(fd)
                 if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise _unwritable(self.output, err) from None
+                    raise _unwritable(self.output, self.path.parent, err) from None
                 raise OutputError(
                     f"{self.output} is being written by another oasr process (pid {holder}); "
                     "wait for it, or give this run its own -o (shards: -o FOLDER/ names one "

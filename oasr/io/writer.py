@@ -335,6 +335,7 @@ class OutputWriter:
         self._closed = True
         parts = self._parts()
         if not parts and self.path.is_file():
+            shutil.rmtree(self.parts_dir, ignore_errors=True)  # only stale temp files were left
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
