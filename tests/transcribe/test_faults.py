@@ -476,3 +476,16 @@ def test_repetition_is_reported_and_counted(tiny_engine, clips, tmp_path, monkey
     assert stats.finish_reasons == {"repetition": 1, "stop": 1}
     # One window a clip (2.8 s, 5.1 s): each window's cap follows its length.
     assert sorted(caps) == [generation_cap(2.835), generation_cap(5.06)] == [35, 61]
+
+
+@pytest.mark.gpu
+def test_a_cuda_index_past_the_devices_is_refused(bundle, clips, tmp_path, no_engine):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    manifest = jsonl(tmp_path / "m.jsonl", [{"id": "a", "audio": str(clips[0])}])
+    n = torch.cuda.device_count()
+    result = cli(bundle, manifest, "-o", tmp_path / "o.parquet", "--device", f"cuda:{n}")
+    assert result.exit_code == 2
+    assert f"this machine has {n} CUDA device(s)" in flat(result.output)
