@@ -104,6 +104,9 @@ def transcribe_command(
                                  "transcribe"), 1)
 
     from oasr.io.lock import OutputLock, lock_path
+    from oasr.transcribe.heap import pin_mmap_threshold
+
+    pin_mmap_threshold()  # before the model loads: a long run's heap must not creep
     from oasr.io.output_format import SUBTITLE_FORMATS
     from oasr.io.subtitle_writer import is_single_file
 
