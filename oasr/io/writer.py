@@ -274,6 +274,12 @@ class OutputWriter:
                 or now - self._buffered_since >= self.flush_seconds):
             self.flush()
 
+    def flush_if_due(self) -> None:
+        """Flush when the oldest buffered row has waited ``flush_seconds``: called while a long
+        recording decodes, so rows finished before it do not wait for the next row."""
+        if self._buffer and time.monotonic() - self._buffered_since >= self.flush_seconds:
+            self.flush()
+
     def _rows_to_table(self, rows: list[OutputRow]) -> pa.Table:
         schema_fields = list(output_schema(None))
         arrays = [

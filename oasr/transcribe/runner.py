@@ -150,8 +150,10 @@ class Transcriber:
     """
 
     def __init__(self, engine: ASREngine, options: TranscribeOptions,
-                 max_active: int | None = None) -> None:
+                 max_active: int | None = None,
+                 on_output: Callable[[], Any] | None = None) -> None:
         self.engine = engine
+        self.on_output = on_output  # called after every engine output (e.g. a timed flush)
         self.options = options
         self.sr = engine.sample_rate
         self.window_s = (options.window_s or engine.inputs.config.fixed_window_seconds
@@ -303,6 +305,8 @@ class Transcriber:
         while True:
             for out in self.engine.run(self._requests()):
                 self._accept(out)
+                if self.on_output is not None:
+                    self.on_output()
                 yield from self._drain()
             yield from self._drain()
             if self._rows_done and not self.active and not self._queue:
@@ -340,7 +344,8 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start = time.perf_counter()
     try:
-        for out, ref in Transcriber(engine, options).run(todo()):
+        on_output = getattr(writer, "flush_if_due", None)
+        for out, ref in Transcriber(engine, options, on_output=on_output).run(todo()):
             writer.write(out)
             stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start

@@ -284,6 +284,34 @@ def test_rows_are_flushed_by_time_not_only_by_count(tmp_path, monkeypatch):
     now[0] += 2.5  # the oldest buffered row has waited 3.5 s
     writer.write(writer_module.OutputRow(id="c", text="z"))
     assert part_ids(tmp_path / "o.parquet") == ["a", "b", "c"]
+    # No row arrives while a long recording decodes: the engine's outputs flush by time.
+    writer.write(writer_module.OutputRow(id="d", text="w"))
+    writer.flush_if_due()
+    assert part_ids(tmp_path / "o.parquet") == ["a", "b", "c"]
+    now[0] += 3.0
+    writer.flush_if_due()
+    assert part_ids(tmp_path / "o.parquet") == ["a", "b", "c", "d"]
+
+
+def test_the_writer_is_offered_a_timed_flush_at_every_window(tiny_engine, clips, tmp_path):
+    long = tmp_path / "long.wav"
+    import soundfile as sf
+
+    audio, _ = sf.read(str(clips[1]), dtype="float32")
+    write_wav(long, np.tile(audio, 5))  # 25 s: three 10 s windows
+    manifest = jsonl(tmp_path / "m.jsonl", [{"id": "short", "audio": str(clips[0])},
+                                            {"id": "long", "audio": str(long)}])
+    calls = []
+
+    class Writer(OutputWriter):
+        def flush_if_due(self) -> None:
+            calls.append(len(self._buffer))
+            super().flush_if_due()
+
+    stats = transcribe(tiny_engine, TranscribeOptions(inputs=[str(manifest)]),
+                       Writer(tmp_path / "o.parquet"))
+    assert stats.rows == 2
+    assert len(calls) >= 4  # one per window: the short row's and the long row's three
 
 
 # ----------------------------------------------------------------------------- two writers
@@ -294,8 +322,8 @@ def test_a_second_writer_on_one_output_refuses_naming_the_holder(bundle, clips, 
     out = tmp_path / "race.parquet"
     first = spawn(bundle, manifest, out, tmp_path, "--shard", "0/2")
     try:
-        wait_for(first, Path(f"{out}.lock").exists, "lock file")
-        time.sleep(0.05)  # the pid is written right after the lock is taken
+        lock = Path(f"{out}.lock")
+        wait_for(first, lambda: lock.exists() and lock.read_text().strip(), "locked")
         second = cli(bundle, manifest, "-o", out, "--shard", "1/2")
         assert second.exit_code == 2
         assert f"being written by another oasr process (pid {first.pid})" in flat(
