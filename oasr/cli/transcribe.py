@@ -10,14 +10,17 @@ import typer
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    from oasr.cli.transcribe_checks import FlagError
+
     if text is None:
         return None
     try:
         i, n = (int(p) for p in text.split("/"))
     except ValueError:
-        raise typer.BadParameter(f"--shard {text!r}: expected i/n, e.g. 0/4") from None
+        raise FlagError(f"--shard {text}: expected i/n, e.g. 0/4 (the first of four)") from None
     if not 0 <= i < n:
-        raise typer.BadParameter(f"--shard {text!r}: need 0 <= i < n")
+        raise FlagError(f"--shard {text}: need 0 <= i < n, e.g. 0/{max(n, 2)} to "
+                        f"{max(n, 2) - 1}/{max(n, 2)}")
     return i, n
 
 
@@ -83,7 +86,9 @@ def transcribe_command(
     console = Console(stderr=True)
 
     def fail(exc: Exception, code: int = 2) -> typer.Exit:
-        console.print(f"[red]error:[/] {exc}", soft_wrap=True, highlight=False)
+        # A KeyError's str() is its repr; the message is its argument.
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        console.print(f"[red]error:[/] {text}", soft_wrap=True, highlight=False)
         return typer.Exit(code)
 
     try:

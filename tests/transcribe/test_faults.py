@@ -383,6 +383,8 @@ def test_an_unwritable_output_is_refused_before_the_model_loads(bundle, clips, t
     (["--batch-size", "0"], "--batch-size 0: must be at least 1"),
     (["--limit", "0"], "--limit 0: must be at least 1"),
     (["--dtype", "fp8"], "--dtype fp8: use one of auto, fp32"),
+    (["--shard", "x"], "--shard x: expected i/n, e.g. 0/4"),
+    (["--shard", "2/2"], "--shard 2/2: need 0 <= i < n"),
 ])
 def test_bad_flag_values_are_one_line_with_the_fix(bundle, clips, tmp_path, no_engine, flags,
                                                    says):
