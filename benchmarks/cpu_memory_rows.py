@@ -13,6 +13,7 @@ packaged tiny.en instead (use ``--sizes`` of a few hundred on a CPU).
 
     python benchmarks/cpu_memory_rows.py                       # 1k, 10k, 100k rows
     python benchmarks/cpu_memory_rows.py --sizes 1000 10000    # shorter
+    python benchmarks/cpu_memory_rows.py --clip silence        # no engine work: fast
 """
 
 from __future__ import annotations
@@ -36,13 +37,16 @@ CLIP_SECONDS = 1.5
 SAMPLE_RATE = 16000
 
 
-def _clip(path: Path) -> Path:
-    """1.5 s of LibriSpeech speech when the shared data is there, else a synthetic chirp."""
+def _clip(path: Path, kind: str) -> Path:
+    """1.5 s of LibriSpeech speech when the shared data is there, else a synthetic chirp; or
+    1.5 s of digital silence (decoded and checked, never sent to the engine)."""
     from tests.helpers.data import SHARED_DATA
 
     source = SHARED_DATA / "librispeech-test-other-70" / "audio" / "1688-142285-0002.flac"
     n = int(CLIP_SECONDS * SAMPLE_RATE)
-    if source.is_file():
+    if kind == "silence":
+        audio = np.zeros(n, np.float32)
+    elif source.is_file():
         audio, sr = sf.read(str(source), dtype="float32")
         assert sr == SAMPLE_RATE
         audio = audio[:n]
@@ -82,6 +86,9 @@ def main() -> None:
     ap.add_argument("--model", default="tiny-random",
                     help="tiny-random (default), 'default' (the packaged tiny.en) or a path")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--clip", choices=("speech", "silence"), default="speech",
+                    help="silence: every row is read, checked and written but none reaches "
+                         "the engine (what grows around the model, at a fraction of the time)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
@@ -94,7 +101,7 @@ def main() -> None:
             model = str(write_tiny_bundle(tmp / "tiny", window_s=2.0))
         elif model == "default":
             model = ""
-        clip = _clip(tmp / "clip.wav")
+        clip = _clip(tmp / "clip.wav", args.clip)
         results = []
         for n in args.sizes:
             manifest = _manifest(tmp / f"m{n}.jsonl", clip, n)
@@ -107,7 +114,8 @@ def main() -> None:
             print(f"{n:>7} rows: peak RSS {r['peak_rss_mb']:7.1f} MB, {r['wall_s']:6.1f} s",
                   flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "clip_s": CLIP_SECONDS,
+        args.json.write_text(json.dumps({"model": args.model, "clip": args.clip,
+                                         "clip_s": CLIP_SECONDS,
                                          "batch_size": args.batch_size, "results": results},
                                         indent=2) + "\n")
 
