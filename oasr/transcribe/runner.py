@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from oasr import ops
 from oasr.audio import AudioDecodeError, iter_audio_chunks
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
@@ -72,6 +73,7 @@ class RunStats:
     # Rows by finish_reason (stop, length, repetition, silence).
     finish_reasons: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
+    dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
 
     def add(self, out: OutputRow, ref: str | None) -> None:
         self.rows += 1
@@ -342,7 +344,7 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
                 continue
             yield row
 
-    start = time.perf_counter()
+    start, dispatched = time.perf_counter(), ops.snapshot()
     try:
         on_output = getattr(writer, "flush_if_due", None)
         for out, ref in Transcriber(engine, options, on_output=on_output).run(todo()):
@@ -354,6 +356,8 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
     except BaseException:
         writer.abort()
         raise
+    stats.dispatch = ops.counts_since(dispatched)
+    ops.record_dispatch(writer.metadata, stats.dispatch)
     writer.close()
     stats.wall_s = time.perf_counter() - start
     return stats
