@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from oasr.engine.config import DEFAULT_MAX_NEW_TOKENS
+
 __all__ = [
     "MAX_NEW_TOKENS",
     "PEERS",
@@ -27,7 +29,7 @@ __all__ = [
     "whisper_feature_extractor",
 ]
 
-MAX_NEW_TOKENS = 224
+MAX_NEW_TOKENS = DEFAULT_MAX_NEW_TOKENS
 
 
 class SuppressMask:

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from oasr.engine.config import DEFAULT_MAX_NEW_TOKENS
+
 __all__ = ["BenchClip", "BenchResult", "bench_ours", "bench_peer", "percentile", "read_clips",
            "repeat_clips"]
 
@@ -158,8 +160,8 @@ def _result(system: str, batch: int, clips: list[BenchClip], work: list[tuple[st
 
 
 def bench_ours(lm: Any, model: str, clips: list[BenchClip], batch: int, device: str,
-               dtype: str, repeat_minutes: float | None = None, max_new_tokens: int = 224,
-               ) -> BenchResult:
+               dtype: str, repeat_minutes: float | None = None,
+               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> BenchResult:
     """Our engine (``ASREngine``) over ``clips`` at ``max_batch_size=batch``.
 
     ``lm``: the loaded model, shared by every run (the engine moves it to ``device``/``dtype``).

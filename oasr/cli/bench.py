@@ -13,6 +13,8 @@ from typing import Any, NoReturn
 
 import typer
 
+from oasr.engine.config import DEFAULT_MAX_NEW_TOKENS
+
 __all__ = ["bench_command"]
 
 EXIT_BAD_INPUT = 2
@@ -41,7 +43,8 @@ def bench_command(
         None, "--repeat-minutes", min=0.0, help="Repeat the clips (whole passes) until at least "
         "this many minutes of audio per run (default: one pass)."),
     max_new_tokens: int = typer.Option(
-        224, "--max-new-tokens", min=1, help="Token cap per request, for every system."),
+        DEFAULT_MAX_NEW_TOKENS, "--max-new-tokens", min=1,
+        help="Token cap per request, for every system."),
     json_out: Path | None = typer.Option(
         None, "--json", help="Write every measurement (and the setup) to this JSON file."),
     plot: Path | None = typer.Option(

@@ -135,8 +135,7 @@ def _resave_bundle(
     path: Path, dst: Path, dtype: DType | None, architecture: str | None, overwrite: bool
 ) -> None:
     """Copy the bundle at ``path`` to ``dst`` through ``write_bundle``, cast to ``dtype``."""
-    import torch
-
+    from oasr.dtypes import dtype_from_name
     from oasr.models.bundle import BundleError, read_bundle, write_bundle
 
     try:
@@ -165,7 +164,7 @@ def _resave_bundle(
         f"re-saving at {dtype.value}" if dtype else "copying it"))
     state = bundle.load_state_dict()
     if dtype is not None:
-        target = getattr(torch, dtype.value)
+        target = dtype_from_name(dtype.value)
         state = {k: t.to(target) if t.is_floating_point() else t for k, t in state.items()}
     try:
         write_bundle(
