@@ -17,7 +17,7 @@ from oasr.cli.wer import wer_command
 
 app = typer.Typer(
     name="oasr",
-    help="OASR: GPU-first speech recognition. Batch transcription, streaming, WER, benchmarks.",
+    help="OASR: GPU-first speech recognition. Batch transcription, WER, benchmarks, kernel gaps.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -78,20 +78,22 @@ def print_summary(console: Console, stats: Any, out_path: Path) -> None:
     table.add_column("RTFx")
     table.add_column("errors")
     wer = ""
-    if stats.refs:
-        from oasr.metrics.wer import EmptyReferenceError, score
-
-        try:
-            result = score(stats.refs, stats.hyps)
-            wer = f"{100 * result.wer:.2f}% over {len(stats.refs)} rows"
-        except EmptyReferenceError:
-            wer = ""
+    if stats.wer.wer is not None:
+        wer = f"{100 * stats.wer.wer:.2f}% over {stats.wer.rows} rows"
     if wer:
         table.add_column("WER (whisper normalizer)")
     cells = [str(stats.rows), str(stats.skipped), f"{stats.audio_s / 60:.1f} min",
              f"{stats.wall_s:.1f} s", f"{stats.rtfx:.1f}", str(stats.errors)]
     table.add_row(*cells, *([wer] if wer else []))
     console.print(table)
+    reasons = stats.finish_reasons
+    if reasons.get("repetition"):
+        console.print(f"[yellow]warning:[/] {reasons['repetition']} rows stopped repeating "
+                      "themselves (finish_reason=repetition): the decoder lost the audio; "
+                      "check those rows")
+    if reasons.get("silence"):
+        console.print(f"note: {reasons['silence']} rows are digital silence (empty text, "
+                      "finish_reason=silence)")
     for example in stats.error_examples:
         console.print(f"[yellow]error row[/] {example}")
     from oasr import ops

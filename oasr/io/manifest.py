@@ -46,6 +46,7 @@ AUDIO_CANDIDATES = ("audio", "audio_filepath", "path", "file", "audio_path")
 TEXT_CANDIDATES = ("text", "transcript", "sentence", "reference")
 _OPTIONAL = ("language", "task", "prompt")
 
+_EMPTY_BYTES = "the audio is empty (0 bytes in the manifest)"
 # Bit position packing (input index, row) into one int for the duplicate-id table: ids of a
 # multi-million-row run stay cheap to remember.
 _ROW_BITS = 40
@@ -208,11 +209,16 @@ def _audio_value(plan: _Plan, value: Any, folder: Path) -> tuple[bytes | str | N
         data, path = value.get("bytes"), value.get("path")
         if data:
             return bytes(data), None
+        if data is not None and not path:
+            return None, _EMPTY_BYTES
         if path:
-            return _resolve_path(str(path), folder)
+            resolved, error = _resolve_path(str(path), folder)
+            if data is not None and error is not None:  # empty bytes, and no file to fall back on
+                return None, f"{_EMPTY_BYTES} (and {error})"
+            return resolved, error
         return None, f"no audio: column {plan.audio!r} has neither bytes nor a path"
     if kind == "binary":
-        return (bytes(value), None) if len(value) else (None, "no audio: empty bytes")
+        return (bytes(value), None) if len(value) else (None, _EMPTY_BYTES)
     if kind == "path":
         return _resolve_path(str(value), folder)
     return None, f"audio column {plan.audio!r} holds {type(value).__name__}, not a path"

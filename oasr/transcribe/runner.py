@@ -4,12 +4,25 @@ Every row is decoded in chunks and read forward one model window at a time
 (``audio_window.ForwardAudio``); each window is one engine request, batched with the windows of
 other rows. A recording longer than the window is decoded window after window in timestamp
 mode, its segments on the recording's clock. A row that cannot be read becomes an error row and
-the run goes on; rows already in the output are skipped, so a rerun resumes.
+the run goes on; rows already in the output are skipped, so a rerun resumes. A window of
+digital silence is not decoded; a recording that is silent throughout gets empty text with
+``finish_reason="silence"``. Each window's generation is capped by its length
+(:mod:`oasr.transcribe.generation_limits`).
+
+Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
+transcriber is its request source, yielding the next window of any row in flight, or starting a
+new row, and ``None`` ("nothing now") while every open row waits on a window being decoded.
+A model without a fixed window (CTC) is read in ``DEFAULT_WINDOW_S`` windows unless
+``window_s`` says otherwise; the window used is :attr:`Transcriber.window_s`.
+
+Memory is bounded by the rows in flight (``max_active``), not by the rows of the run: finished
+rows go to the writer as they finish, and the run's figures are counters (WER included).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,11 +36,15 @@ from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manifest
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 from oasr.transcribe.fallback import TemperatureFallback
+from oasr.transcribe.generation_limits import generation_cap, is_repetition
+from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
 # How far before Whisper's resume timestamp a pause may end for the next window to start there.
 ONSET_LOOKBACK_S = 0.6
+# The window of a model that declares none (CTC reads any length; this bounds memory per row).
+DEFAULT_WINDOW_S = 30.0
 
 
 @dataclass
@@ -40,7 +57,7 @@ class TranscribeOptions:
     limit: int | None = None
     language: str | None = None
     task: str | None = None
-    window_s: float | None = None  # default: the model's fixed window
+    window_s: float | None = None  # default: the model's fixed window, else DEFAULT_WINDOW_S
     word_timestamps: bool = False
     # Called on each finished row (e.g. language_check.LanguageCheck); may add out.warnings.
     row_check: Callable[[ManifestRow, OutputRow], Any] | None = None
@@ -53,15 +70,32 @@ class TranscribeOptions:
 
 @dataclass
 class RunStats:
+    """A run's figures: counters only, so they do not grow with the rows."""
+
     rows: int = 0
     errors: int = 0
     skipped: int = 0
     audio_s: float = 0.0
     wall_s: float = 0.0
-    refs: dict[str, str] = field(default_factory=dict)
-    hyps: dict[str, str] = field(default_factory=dict)
+    wer: RunningWer = field(default_factory=RunningWer)
+    # Rows by finish_reason (stop, length, repetition, silence).
+    finish_reasons: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
     dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
+
+    def add(self, out: OutputRow, ref: str | None) -> None:
+        self.rows += 1
+        self.audio_s += out.duration or 0.0
+        if out.error:
+            self.errors += 1
+            if len(self.error_examples) < 5:
+                self.error_examples.append(f"{out.id}: {out.error}")
+            return
+        if out.finish_reason:
+            self.finish_reasons[out.finish_reason] = (
+                self.finish_reasons.get(out.finish_reason, 0) + 1)
+        if ref is not None:
+            self.wer.add(out.id, ref, out.text or "")
 
     @property
     def rtfx(self) -> float:
@@ -96,10 +130,11 @@ def _error_row(row: ManifestRow, message: str, duration: float | None = None) ->
 
 def _summary_row(state: _RowState, duration: float) -> OutputRow:
     row = state.row
-    if not state.outs:
-        return _error_row(
-            row, f"{row.source}: the audio is silent (peak amplitude below {SILENCE_PEAK}); "
-                 "check the recording or its offset/duration", duration)
+    if not state.outs:  # every window was digital silence: nothing to decode, nothing said
+        return OutputRow(id=row.id, text="", words=[] if state.decoding.word_timestamps else None,
+                         segments=[] if state.long else None, confidence=None, duration=duration,
+                         language=None, finish_reason="silence", error=None,
+                         passthrough=row.passthrough)
     outs = state.outs
     tokens = sum(len(o.token_ids) for o in outs)
     confidence = (sum((o.confidence or 0.0) * len(o.token_ids) for o in outs) / tokens
@@ -140,18 +175,25 @@ class Transcriber:
     """
 
     def __init__(self, engine: ASREngine, options: TranscribeOptions,
-                 max_active: int | None = None) -> None:
+                 max_active: int | None = None,
+                 on_output: Callable[[], Any] | None = None) -> None:
         self.engine = engine
+        self.on_output = on_output  # called after every engine output (e.g. a timed flush)
         self.options = options
         self.sr = engine.sample_rate
-        window = engine.inputs.config.fixed_window_seconds
-        self.window = int(round((options.window_s or window or 30.0) * self.sr))
+        self.window_s = (options.window_s or engine.inputs.config.fixed_window_seconds
+                         or DEFAULT_WINDOW_S)
+        self.window = int(round(self.window_s * self.sr))
         self.max_active = max_active or 4 * engine.config.max_batch_size
-        # Families with Whisper's timestamp mode resume a recording from its last closed
-        # segment; the others (CTC) take consecutive windows cut at a quiet frame.
-        self.resumes = "timestamps" in engine.strategy.selective_options
+        # A family that honours Whisper's timestamp mode in this configuration resumes a
+        # recording from its last closed segment; the others (CTC, beam search) take
+        # consecutive windows cut at a quiet frame.
+        self.resumes = resumes_from_timestamps(engine)
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
+        self._queue: deque[Request] = deque()  # windows to hand the engine
+        self._rows: Iterator[ManifestRow] = iter(())
+        self._rows_done = False
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -212,20 +254,17 @@ class Transcriber:
                 self._finish(state)
                 return
             seek += len(audio)
-        decoding = replace(state.decoding, timestamps=state.long and self.resumes)
+        decoding = replace(state.decoding, timestamps=state.long and self.resumes,
+                           max_new_tokens=generation_cap(len(audio) / self.sr))
         fallback = self.options.fallback
         if fallback is not None:
             temperature = fallback.temperatures[state.attempt]
             decoding = replace(decoding, temperature=temperature,
                                seed=fallback.window_seed(row.id, state.index, state.attempt)
                                if temperature > 0 else None)
-        request = Request(f"{row.id}\x1fw{state.index}", audio, decoding,
-                          metadata={"row": row.id, "window": state.index})
+        self._queue.append(Request(f"{row.id}\x1fw{state.index}", audio, decoding,
+                                   metadata={"row": row.id, "window": state.index}))
         state.index += 1
-        try:
-            self.engine.add_request(request)
-        except ValueError as exc:
-            self._fail(state, f"{row.source}: {exc}")
 
     def _accept(self, out: RequestOutput) -> None:
         state = self.active.get(out.metadata.get("row"))
@@ -241,6 +280,8 @@ class Transcriber:
             self._next_window(state, state.seek)  # the same window, one temperature up
             return
         state.attempt = 0
+        if is_repetition(out.token_ids, out.finish_reason):
+            out.finish_reason = "repetition"
         state.outs.append(out)
         start = state.seek / self.sr
         window_end = (state.seek + state.window_len) / self.sr
@@ -284,32 +325,52 @@ class Transcriber:
         return advance
 
     # -- the loop ---------------------------------------------------------------------------
+    def _requests(self) -> Iterator[Request | None]:
+        """The engine's request source for one round: queued windows first, then new rows
+        while fewer than ``max_active`` are open; ``None`` while every open row waits on the
+        engine. The round ends when no row is open and the rows ran out, or finished rows
+        (error rows need no engine) pile up to ``max_active``: the caller drains them."""
+        while True:
+            if self._queue:
+                yield self._queue.popleft()
+            elif (not self._rows_done and len(self.active) < self.max_active
+                  and len(self.ready) < self.max_active):
+                row = next(self._rows, None)
+                if row is None:
+                    self._rows_done = True
+                else:
+                    self._start(row)
+            elif self.active:
+                yield None
+            else:
+                return
+
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
         """Yield (output row, reference text) as rows finish."""
-        rows = iter(rows)
-        exhausted = False
+        self._rows, self._rows_done = iter(rows), False
         while True:
-            while not exhausted and len(self.active) < self.max_active:
-                row = next(rows, None)
-                if row is None:
-                    exhausted = True
-                    break
-                self._start(row)
-                yield from self._drain()
-            if not self.engine.has_unfinished():
-                if exhausted:
-                    break
-                continue
-            for out in self.engine.step():
+            for out in self.engine.run(self._requests()):
                 self._accept(out)
+                if self.on_output is not None:
+                    self.on_output()
+                yield from self._drain()
             yield from self._drain()
-        for state in list(self.active.values()):  # nothing in flight yet still open: a bug
-            self._fail(state, f"{state.row.source}: decoding did not finish")
-        yield from self._drain()
+            if self._rows_done and not self.active and not self._queue:
+                return
 
     def _drain(self) -> Iterator[tuple[OutputRow, str | None]]:
         ready, self.ready = self.ready, []
         yield from ready
+
+
+def resumes_from_timestamps(engine: ASREngine) -> bool:
+    """Whether the engine's decode family, as configured, honours Whisper's timestamp mode
+    (asked through its admission check, the family's public contract)."""
+    try:
+        engine.strategy.validate_options(DecodingOptions(timestamps=True))
+    except ValueError:
+        return False
+    return True
 
 
 def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWriter,
@@ -331,17 +392,12 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start, dispatched = time.perf_counter(), ops.snapshot()
     try:
-        for out, ref in (transcriber or Transcriber(engine, options)).run(todo()):
+        on_output = getattr(writer, "flush_if_due", None)
+        runner = transcriber or Transcriber(engine, options)
+        runner.on_output = on_output
+        for out, ref in runner.run(todo()):
             writer.write(out)
-            stats.rows += 1
-            stats.audio_s += out.duration or 0.0
-            if out.error:
-                stats.errors += 1
-                if len(stats.error_examples) < 5:
-                    stats.error_examples.append(f"{out.id}: {out.error}")
-            elif ref is not None:
-                stats.refs[out.id] = ref
-                stats.hyps[out.id] = out.text or ""
+            stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start
             if on_row is not None:
                 on_row(out, stats)

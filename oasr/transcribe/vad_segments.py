@@ -197,13 +197,9 @@ class VadTranscriber(Transcriber):
         self.active[row.id] = state  # type: ignore[assignment]  # counts toward max_active
         for i, (start, end) in enumerate(chunks):
             piece = audio[int(round(start * self.sr)):int(round(end * self.sr))]
-            request = Request(f"{row.id}\x1fv{i}", piece, decoding,
-                              metadata={"row": row.id, "window": i})
-            try:
-                self.engine.add_request(request)
-            except ValueError as exc:
-                self._fail_vad(state, f"{row.source}: {exc}")
-                return
+            # A request refused at admission comes back from the engine as an error output.
+            self._queue.append(Request(f"{row.id}\x1fv{i}", piece, decoding,
+                                       metadata={"row": row.id, "window": i}))
 
     def _fail_vad(self, state: _VadRow, message: str) -> None:
         self.vad_rows.pop(state.row.id, None)

@@ -58,7 +58,7 @@ def test_beam_size_becomes_the_family_option(bundle, tmp_path):
     res = run(bundle, clip(SHORT[0]), "-o", out, "--beam-size", "2")
     assert res.exit_code == 0, res.output
     meta = pq.read_schema(out).metadata
-    assert json.loads(meta[b"decode_options"]) == {"beam_size": "2"}
+    assert json.loads(meta[b"decode_options"])["beam_size"] == 2  # resolved, typed
     bad = run(bundle, clip(SHORT[0]), "-o", tmp_path / "b.parquet", "--beam-size", "0")
     assert bad.exit_code == 2 and "--beam-size must be >= 1" in bad.output
 
