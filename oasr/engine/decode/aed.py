@@ -54,9 +54,12 @@ class AedOptions:
                                              "exactly when this is on). Off: eager steps.")
     step_graph_max_captures: int = option(64, doc="Decoder-step graphs kept at most; a new "
                                                   "step shape past it runs eager.")
-    pause_snap_db: float = option(40.0, doc="Word timings: move token spans off pauses "
-                                            "(frames this many dB under the audio's loud "
-                                            "frames for >= 0.3 s); 0: raw DTW spans.")
+    pause_snap_db: float = option(35.0, doc="Word timings: move token spans off pauses "
+                                            "(>= 0.3 s of frames this many dB under the "
+                                            "audio's loud frames, or within pause_floor_db of "
+                                            "its noise floor); 0: raw DTW spans.")
+    pause_floor_db: float = option(12.0, doc="Word timings: a frame less than this many dB "
+                                             "over the audio's noise floor is a pause frame.")
 
     def validate(self) -> None:
         if self.beam_size < 1:
@@ -67,6 +70,8 @@ class AedOptions:
             raise ValueError("compact_fraction must be in [0, 1]")
         if self.pause_snap_db < 0:
             raise ValueError("pause_snap_db must be >= 0 (0: off)")
+        if self.pause_floor_db < 0:
+            raise ValueError("pause_floor_db must be >= 0")
         if self.repetition_guard < 0 or self.repetition_guard == 1:
             raise ValueError("repetition_guard must be 0 (off) or >= 2")
         if self.step_graph_max_captures < 0:
@@ -320,7 +325,8 @@ class AedDecodeStrategy(IncrementalArStrategy):
             pieces = self.tokenizer.token_pieces(text)
             if self.options.pause_snap_db > 0:
                 pauses = speech_pauses(group.rows[i].request.audio, sample_rate,
-                                       clock.seconds_per_frame, self.options.pause_snap_db)
+                                       clock.seconds_per_frame, self.options.pause_snap_db,
+                                       self.options.pause_floor_db)
                 joins = np.array([not piece[:1].isspace() for piece in pieces], dtype=np.uint8)
                 starts, ends = snap(starts, ends, joins, *pauses)
             fill_word_timings(out, self.tokenizer, text, starts, ends,
