@@ -1,5 +1,6 @@
 #include "alignment/word_timings.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -196,7 +197,10 @@ RowTimings word_timings(const std::vector<std::string>& pieces, const double* st
     }
     std::size_t a = w, b = w;
     while (b < nw && w_end[b] <= w_start[b]) ++b;  // zero-length run [a, b)
-    double lo = w_start[a], hi = lo + static_cast<double>(b - a);
+    // No donor (every word of the row is zero-length): one frame each, ending where they are
+    // (the row's audio may end there), from frame 0 when that is earlier.
+    double lo = std::max(0.0, w_start[a] - static_cast<double>(b - a));
+    double hi = lo + static_cast<double>(b - a);
     if (b < nw) {  // the donor's span, which the run touches or precedes
       lo = w_start[b];
       hi = w_end[b];

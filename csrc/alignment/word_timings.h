@@ -14,7 +14,8 @@
 //   * then, in order: a word starting before the previous one ends starts there, and ends no
 //     earlier than it starts; a run of zero-length words and the word after it (the word before
 //     it when the run ends the row) share that word's span in proportion to their code points
-//     (a row whose words are all zero-length gives each one frame), so no word has zero length;
+//     (a row whose words are all zero-length gives each one frame, ending where they were, from
+//     frame 0 when that is earlier), so no word has zero length;
 //   * the utterance confidence is the same mean over every token.
 #pragma once
 

@@ -94,7 +94,8 @@ def oracle_words(pieces, starts, ends, probs, spf, offset):
         a = b = w
         while b < len(ws) and we[b] <= ws[b]:
             b += 1
-        lo, hi = ws[a], ws[a] + float(b - a)
+        lo = max(0.0, ws[a] - float(b - a))
+        hi = lo + float(b - a)
         if b < len(ws):
             lo, hi = ws[b], we[b]
             b += 1
@@ -204,7 +205,7 @@ def test_word_pass_gives_no_word_zero_length_and_keeps_spans_disjoint():
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     single, _, _ = alignment.word_timings([" x"], np.array([3.0]), np.array([3.0]),
                                           np.ones(1), 0.02, 0.0)
-    assert single[0][1:3] == (3.0 * 0.02, 4.0 * 0.02)
+    assert single[0][1:3] == (2.0 * 0.02, 3.0 * 0.02)
 
 
 def test_word_pass_refuses_mismatched_inputs():
