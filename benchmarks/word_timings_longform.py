@@ -168,8 +168,9 @@ def main() -> None:
         if name not in wanted:
             continue
         words, text, wall = run()
-        results[name] = {**evaluate(words, text, speech, reference), "wall_s": wall}
-        brief = {k: v for k, v in results[name].items() if k != "per_utterance"}
+        results[name] = {**evaluate(words, text, speech, reference), "wall_s": wall,
+                         "text": text}
+        brief = {k: v for k, v in results[name].items() if k not in ("per_utterance", "text")}
         print(name, json.dumps(brief), flush=True)
     doc = {
         "benchmark": "word timings vs speech edges and long-form WER, Whisper tiny.en greedy",

@@ -34,6 +34,17 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
 
 
+def _percentile_sorted(rows: np.ndarray, count: np.ndarray, q: float) -> np.ndarray:
+    """Per row, numpy's linear percentile ``q`` of its first ``count`` entries (rows sorted,
+    padding after them); NaN where ``count`` is 0."""
+    k = np.maximum(count - 1, 0) * (q / 100.0)
+    lo = np.floor(k).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(count - 1, 0))
+    r = np.arange(len(rows))
+    a, b = rows[r, lo], rows[r, hi]
+    return np.where(count > 0, a + (b - a) * (k - lo), np.nan)
+
+
 def quiet_frames(audio: np.ndarray, sample_rate: int, below_db: float = 35.0,
                  above_floor_db: float = 12.0, min_sound_s: float = 0.05) -> np.ndarray:
     """(N,) bool per ``HOP_S`` frame of ``audio`` (N,) float32: no speech in that frame."""
@@ -41,8 +52,9 @@ def quiet_frames(audio: np.ndarray, sample_rate: int, below_db: float = 35.0,
     n = len(audio) // hop
     if n == 0:
         return np.zeros(0, dtype=bool)
-    frames = np.asarray(audio[:n * hop], dtype=np.float64).reshape(n, hop)
-    energy = 10.0 * np.log10(np.mean(frames * frames, axis=1) + 1e-12)
+    frames = np.asarray(audio[:n * hop], dtype=np.float32).reshape(n, hop)
+    power = np.einsum("ij,ij->i", frames, frames).astype(np.float64) / hop
+    energy = 10.0 * np.log10(power + 1e-12)
     audible = energy > DIGITAL_SILENCE_DB
     block = max(1, int(round(BLOCK_S / HOP_S)))
     reach = int(round(CONTEXT_S / HOP_S))
@@ -52,13 +64,21 @@ def quiet_frames(audio: np.ndarray, sample_rate: int, below_db: float = 35.0,
     bounds = np.concatenate(([0], np.stack([gap_starts[long_gap], gap_ends[long_gap]],
                                            axis=1).reshape(-1), [n]))
     for r0, r1 in zip(bounds[::2], bounds[1::2]):  # the audible regions between long gaps
-        for a in range(r0, r1, block):
-            b = min(r1, a + block)
-            lo, hi = max(r0, a - reach), min(r1, b + reach)
-            near = energy[lo:hi][audible[lo:hi]]
-            if near.size:
-                loud, floor = np.percentile(near, [LOUD_PERCENTILE, FLOOR_PERCENTILE])
-                threshold[a:b] = max(loud - below_db, floor + above_floor_db)
+        if r1 <= r0:
+            continue
+        starts = np.arange(r0, r1, block)
+        # (blocks, context) frame indices; out of the region or inaudible -> NaN, sorted last.
+        idx = starts[:, None] - reach + np.arange(block + 2 * reach)[None, :]
+        ends = np.minimum(starts + block, r1)
+        valid = (idx >= r0) & (idx < np.minimum(ends + reach, r1)[:, None])
+        valid &= audible[np.clip(idx, 0, n - 1)]
+        near = np.sort(np.where(valid, energy[np.clip(idx, 0, n - 1)], np.nan), axis=1)
+        count = valid.sum(axis=1)
+        loud = _percentile_sorted(near, count, LOUD_PERCENTILE)
+        floor = _percentile_sorted(near, count, FLOOR_PERCENTILE)
+        level = np.where(count > 0, np.maximum(loud - below_db, floor + above_floor_db), np.inf)
+        for a, b, t in zip(starts, ends, level):
+            threshold[a:b] = t
     quiet = ~audible | (energy < threshold)
     starts, ends = _runs(~quiet)
     short = (ends - starts) * HOP_S < min_sound_s - 1e-9
