@@ -36,10 +36,33 @@ OASR_CACHE_DIR = EnvVar(
 OASR_CUDA_ARCH = EnvVar(
     "OASR_CUDA_ARCH",
     "",
-    "Target for the JIT-compiled CUDA kernels, e.g. 'sm_90'; empty: the current device's.",
+    "Target of the CUDA kernel libraries, e.g. 'sm_90' (or '9.0'). JIT: empty builds for the "
+    "current device; set it to compile without one. Install: `OASR_CUDA_ARCH=sm_90 pip install .` "
+    "with nvcc found prebuilds every library into the package (oasr/kernels/prebuilt/).",
+)
+OASR_NVCC = EnvVar(
+    "OASR_NVCC",
+    "",
+    "Path of nvcc for the kernel builds; empty: CUDA_HOME, PATH, /usr/local/cuda. 'off' builds "
+    "nothing: every kernel path becomes the declared gap 'cuda-toolchain' (unless prebuilt).",
 )
 
-ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH)
+OASR_LANGUAGE_ID = EnvVar(
+    "OASR_LANGUAGE_ID",
+    "auto",
+    "The language check of English-only models: 'auto' (language ID by whisper-base when "
+    "oasr[multilingual] is installed, else decoder confidence alone) or 'off' (confidence alone).",
+)
+
+ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_NVCC,
+                           OASR_LANGUAGE_ID)
+
+
+def language_id_enabled() -> bool:
+    value = OASR_LANGUAGE_ID.get().strip().lower()
+    if value not in ("auto", "off"):
+        raise ValueError(f"OASR_LANGUAGE_ID={value!r}: use 'auto' or 'off'")
+    return value == "auto"
 
 
 def layers_backend() -> str:

@@ -41,10 +41,22 @@ def register_streaming_backend(name: str):
 
 
 def build_streaming_backend(model: Any, **kwargs: Any) -> StreamingEncoderBackend:
-    kind = getattr(getattr(model, "encoder", model), "streaming_kind", "none")
+    """The backend registered under ``model.encoder.streaming_kind``.
+
+    Raises:
+        ValueError: the kind is ``"none"``, or the encoder's declaration is inconsistent with
+            its kind (``oasr.models.base.check_streaming_declaration``), naming what it lacks.
+    """
+    from oasr.models.base import check_streaming_declaration
+
+    kind = model.encoder.streaming_kind
     if kind == "none":
         raise ValueError(
             f"{type(model).__name__} has no chunk-wise encoder (streaming_kind='none'); "
             "streaming needs a model whose encoder declares a streaming kind"
         )
+    problems = check_streaming_declaration(model.encoder)
+    if problems:
+        raise ValueError(f"{type(model.encoder).__name__} declares streaming_kind={kind!r} "
+                         f"but lacks: {'; '.join(problems)}")
     return STREAMING_BACKENDS.get(kind)(model, **kwargs)

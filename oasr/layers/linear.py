@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
 from oasr.layers.quantizable import QuantizableGemm
+from oasr.ops import gaps
 
 ACTIVATIONS = ("relu", "swish", "gelu", "gelu_tanh")
 
@@ -71,7 +71,7 @@ class Linear(QuantizableGemm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant_method is not None:
             return self.quant_method.apply(self, x)
-        kernel = select_kernel(self.op, x, gap=gaps.GEMM.id)
+        kernel = ops.route(self.op, gaps.GEMM.id).select(x)
         if kernel is not None:
             return kernel(x, self.weight, self.bias, self.activation)
         return self.forward_native(x)
@@ -79,6 +79,29 @@ class Linear(QuantizableGemm):
     def extra_repr(self) -> str:
         act = f", activation={self.activation}" if self.activation else ""
         return f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}{act}"
+
+
+class TiedLinear(Linear):
+    """A bias-free Linear whose weight is another module's ``weight``: a vocabulary projection
+    tied to its token embedding. x: (..., in) -> (..., out), ``out, in = tied.weight.shape``.
+
+    It owns no parameter, so a checkpoint holds the weight once, under the embedding's name;
+    the call is routed (and quantizable) like any ``Linear``.
+    """
+
+    def __init__(self, tied: nn.Module) -> None:
+        QuantizableGemm.__init__(self)
+        self.out_features, self.in_features = tied.weight.shape
+        # Held in a tuple so the module is not registered (and its weight not saved) twice.
+        self._tied = (tied,)
+        self.register_parameter("bias", None)
+
+    @property
+    def weight(self) -> torch.Tensor:  # type: ignore[override]
+        return self._tied[0].weight
+
+    def reset_parameters(self) -> None:
+        """Nothing of its own to initialise: the tied module owns the weight."""
 
 
 class ColumnParallelLinear(Linear):
