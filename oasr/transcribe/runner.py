@@ -145,8 +145,10 @@ def _summary_row(state: _RowState, duration: float) -> OutputRow:
     language = max(set(languages), key=languages.count) if languages else None
     text = " ".join(t for t in state.texts if t) if state.long else outs[0].text
     words = state.words if state.decoding.word_timestamps else None
-    return OutputRow(id=row.id, text=text, words=words,
-                     segments=state.segments if state.long else None, confidence=confidence,
+    # A row decoded in one window is one segment: the whole audio.
+    segments = state.segments if state.long else [
+        {"start": row.offset, "end": row.offset + duration, "text": text}]
+    return OutputRow(id=row.id, text=text, words=words, segments=segments, confidence=confidence,
                      duration=duration, language=language, finish_reason=reason, error=None,
                      passthrough=row.passthrough)
 

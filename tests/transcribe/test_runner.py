@@ -100,7 +100,9 @@ def test_bad_rows_become_error_rows_while_good_rows_are_transcribed(tiny_engine,
         # One window: the row's text is what the engine makes of the whole clip on its own.
         assert row["text"] == _decode_alone(tiny_engine, load_audio(str(path)))
         assert row["text"]
-        assert row["segments"] is None
+        # One window, one segment: the whole clip.
+        assert [(s["start"], s["text"]) for s in row["segments"]] == [(0.0, row["text"])]
+        assert row["segments"][0]["end"] == pytest.approx(row["duration"])
         assert row["finish_reason"] == "stop"
         assert 0.0 < row["confidence"] <= 1.0
 
