@@ -100,6 +100,9 @@ def transcribe_command(
         None, help="Manifest column holding a reference transcript (enables WER)."),
     shard: str | None = typer.Option(
         None, help="i/n: this process's deterministic share of the rows (one process per GPU)."),
+    gpus: str | None = typer.Option(
+        None, help="all, a count N or ids 0,1: one worker process per GPU over --shard i/n, "
+                   "one output file per shard plus <out>.shards.json (docs/scale.md)."),
     limit: int | None = typer.Option(None, help="Transcribe at most this many rows."),
     retry_errors: bool = typer.Option(
         False, help="On resume, run the rows that ended with an error again."),
@@ -136,6 +139,9 @@ def transcribe_command(
     console = Console(stderr=True)
     if quiet:
         flags.progress = False
+    if gpus is not None:
+        _launch_workers(console, output, gpus)
+        return
 
     def fail(exc: Exception, code: int = 2) -> typer.Exit:
         # A KeyError's str() is its repr; the message is its argument.
@@ -186,6 +192,26 @@ def transcribe_command(
         _run(console, fail, plan, flags, shard_t)
     finally:
         lock.release()
+
+
+def _launch_workers(console: Any, output: str, gpus: str) -> None:
+    """--gpus: rerun this command line once per device (the workers are plain transcribes)."""
+    import sys
+
+    from oasr.transcribe.multi_gpu import launch
+
+    argv = sys.argv[sys.argv.index("transcribe") + 1:] if "transcribe" in sys.argv else []
+    if not argv:  # called in-process, not from a command line: nothing to hand the workers
+        console.print("[red]error:[/] --gpus needs the `oasr transcribe` command line "
+                      "(run it as a process)")
+        raise typer.Exit(2)
+    try:
+        results = launch(argv, output, gpus, echo=console.print)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    if any(r.returncode != 0 for r in results):
+        raise typer.Exit(1)
 
 
 class _OutputPlan:

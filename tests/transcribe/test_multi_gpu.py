@@ -1,0 +1,82 @@
+"""``--gpus`` with CPU workers standing in for devices (OASR_GPUS_FAKE=cpu, test-only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from oasr.transcribe.multi_gpu import _worker_argv, parse_gpus, shard_output
+from tests.transcribe.conftest import clip, write_tiny_bundle
+
+REPO = Path(__file__).resolve().parents[2]
+SHORT = ("1688-142285-0002", "1688-142285-0003")
+
+
+def test_parse_gpus_and_worker_arguments(monkeypatch):
+    monkeypatch.delenv("OASR_GPUS_FAKE", raising=False)
+    assert parse_gpus("2") == ["0", "1"]
+    assert parse_gpus("1,3") == ["1", "3"]
+    assert parse_gpus("all", visible=3) == ["0", "1", "2"]
+    for bad in ("0", "x", "1,1"):
+        with pytest.raises(ValueError):
+            parse_gpus(bad)
+    with pytest.raises(ValueError, match="no CUDA device"):
+        parse_gpus("all", visible=0)
+    assert shard_output("o/t.parquet", 1, 2) == "o/t.shard-1-of-2.parquet"
+    argv = ["m.jsonl", "-o", "t.parquet", "--gpus", "2", "--device", "cuda:1", "-b", "4"]
+    assert _worker_argv(argv, "t.parquet", 1, 2, fake=False) == [
+        "m.jsonl", "-o", "t.shard-1-of-2.parquet", "-b", "4", "--shard", "1/2", "--device",
+        "cuda"]
+
+
+def _run(args: list[str], cwd: Path, fake: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    if fake:
+        env["OASR_GPUS_FAKE"] = "cpu"
+    return subprocess.run([sys.executable, "-m", "oasr.cli.app", "transcribe", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_gpus_rows_equal_one_process_and_a_failed_shard_resumes(tmp_path):
+    bundle = write_tiny_bundle(tmp_path / "tiny", window_s=6.0)
+    clips = [clip(c) for c in SHORT]
+    rows = [{"id": f"utt-{k:02d}", "audio": str(clips[k % 2])} for k in range(6)]
+    rows.append({"id": "broken", "audio": str(tmp_path / "missing.flac")})
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    common = [str(manifest), "--model", str(bundle), "--no-progress", "--threads", "1"]
+
+    single = _run([*common, "-o", str(tmp_path / "one.parquet")], tmp_path, fake=False)
+    assert single.returncode == 0, single.stderr[-2000:]
+    expect = sorted(pq.read_table(tmp_path / "one.parquet").to_pylist(), key=lambda r: r["id"])
+
+    out = tmp_path / "multi.parquet"
+    # An unreadable part in shard 1's output: its worker fails (exit 1), shard 0 finishes.
+    blocked = tmp_path / "multi.shard-1-of-2.parquet.parts" / "part-000001.parquet"
+    blocked.parent.mkdir()
+    blocked.write_bytes(b"not parquet")
+    first = _run([*common, "-o", str(out), "--gpus", "2"], tmp_path)
+    assert first.returncode == 1, first.stderr[-2000:]
+    assert "shard 1/2 on cpu: FAILED (exit 1)" in " ".join(first.stderr.split())
+    parts = json.loads(Path(f"{out}.shards.json").read_text())
+    assert [p["complete"] for p in parts["parts"]] == [True, False]
+
+    blocked.unlink()
+    again = _run([*common, "-o", str(out), "--gpus", "2"], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    parts = json.loads(Path(f"{out}.shards.json").read_text())
+    assert all(p["complete"] for p in parts["parts"])
+    got = [r for p in parts["parts"] for r in pq.read_table(p["output"]).to_pylist()]
+    ids = [r["id"] for r in got]
+    assert len(ids) == len(set(ids)) == len(rows)
+    drop = {"latency_ms", "duration_s", "rtf"}  # timings differ run to run
+    got = sorted(got, key=lambda r: r["id"])
+    assert [{k: v for k, v in r.items() if k not in drop} for r in got] == [
+        {k: v for k, v in r.items() if k not in drop} for r in expect]
+    assert any(r["id"] == "broken" and r["error"] for r in got)
