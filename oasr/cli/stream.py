@@ -160,6 +160,8 @@ def stream_command(
             _feed_files(streams, rec.sample_rate, chunk, realtime, drain)
     except KeyboardInterrupt:
         code = 130
+        if mic_source is not None:  # captured before the interrupt: still decoded
+            streams[0][1].accept_waveform(mic_source.rate, mic_source.pending())
     except (ValueError, OSError) as exc:
         err(f"error: {exc}", err=True)
         code = 2

@@ -96,8 +96,19 @@ class MicSource:
         self._stream.close()
 
     def blocks(self, timeout: float = 1.0) -> Iterator[np.ndarray]:
+        """Everything captured since the last block, joined (waits for at least one block)."""
         while True:
             try:
-                yield self._q.get(timeout=timeout)
+                first = self._q.get(timeout=timeout)
             except queue.Empty:
                 continue
+            yield np.concatenate([first, self.pending()])
+
+    def pending(self) -> np.ndarray:
+        """The captured blocks not read yet, without waiting (what Ctrl-C must still decode)."""
+        out = []
+        while True:
+            try:
+                out.append(self._q.get_nowait())
+            except queue.Empty:
+                return np.concatenate(out) if out else np.zeros(0, np.float32)
