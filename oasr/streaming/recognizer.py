@@ -97,10 +97,10 @@ class StreamingRecognizer:
         """Start the next utterance: after an endpoint, where the final ended; otherwise the
         current utterance's words are dropped and the next starts at the decoded head."""
         if stream.final is not None:
-            stream._reset_utterance(stream.final_end)
+            stream.start_utterance(stream.final_end)
         else:
             stream.hypotheses.previous = []
-            stream._reset_utterance(stream.decoded_head)
+            stream.start_utterance(stream.decoded_head)
 
     def is_done(self, stream: Stream) -> bool:
         """Input finished and everything decoded into finals."""

@@ -112,8 +112,11 @@ class Stream:
         self.finished = False
         self.flushed = False
         self.stats = StreamStats()
-        self.final_end = 0
-        self._reset_utterance(0)
+        self.final_end = 0  # clock sample where the last final ended
+        self.hypotheses = HypothesisBuffer()
+        self.decoded_head = 0  # clock sample the latest decode reached
+        self.segment = -1
+        self.start_utterance(0)
 
     # -- input --------------------------------------------------------------------------------
     def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
@@ -179,12 +182,8 @@ class Stream:
         return any(a < end and b > start for a, b in reversed(self.speech_runs))
 
     # -- the utterance ------------------------------------------------------------------------
-    def _reset_utterance(self, start: int) -> None:
+    def start_utterance(self, start: int) -> None:
         """Start the next utterance at clock ``start``; the stream's buffer and clock stay."""
-        if not hasattr(self, "hypotheses"):
-            self.hypotheses = HypothesisBuffer()
-            self.decoded_head = 0
-            self.segment = -1
         self.utterance_start = start
         self.words: list[Word] = []  # this utterance's committed words
         self.final: StreamResult | None = None
