@@ -17,9 +17,9 @@ import os
 import torch
 from _timing import cuda_median_ms
 
+from oasr import ops
 from oasr.cache.paged import BlockPool
 from oasr.cache.paged_attention import paged_attention
-from oasr.layers import _backend
 from oasr.layers.attention import Attention
 
 
@@ -43,13 +43,13 @@ def main() -> None:
         def run(attn=attn, q=q, pool=pool, table=table, lens=lens, keys=keys):
             return paged_attention(attn, q, pool.k(0), pool.v(0), table, lens, None, keys)
 
-        _backend.set_backend("oasr")
+        ops.set_backend("oasr")
         kernel_out = run()
         kernel_ms = cuda_median_ms(run, 100, 10)
-        _backend.set_backend("torch")
+        ops.set_backend("torch")
         torch_out = run()
         torch_ms = cuda_median_ms(run, 100, 10)
-        _backend.set_backend(None)
+        ops.set_backend(None)
         res[name] = {"keys": keys, "kernel_ms": kernel_ms, "torch_ms": torch_ms,
                      "speedup": torch_ms / kernel_ms,
                      "max_abs_diff": float((kernel_out.float() - torch_out.float()).abs().max()),

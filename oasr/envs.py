@@ -36,10 +36,18 @@ OASR_CACHE_DIR = EnvVar(
 OASR_CUDA_ARCH = EnvVar(
     "OASR_CUDA_ARCH",
     "",
-    "Target for the JIT-compiled CUDA kernels, e.g. 'sm_90'; empty: the current device's.",
+    "Target of the CUDA kernel libraries, e.g. 'sm_90' (or '9.0'). JIT: empty builds for the "
+    "current device; set it to compile without one. Install: `OASR_CUDA_ARCH=sm_90 pip install .` "
+    "with nvcc found prebuilds every library into the package (oasr/kernels/prebuilt/).",
+)
+OASR_NVCC = EnvVar(
+    "OASR_NVCC",
+    "",
+    "Path of nvcc for the kernel builds; empty: CUDA_HOME, PATH, /usr/local/cuda. 'off' builds "
+    "nothing: every kernel path becomes the declared gap 'cuda-toolchain' (unless prebuilt).",
 )
 
-ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH)
+ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_NVCC)
 
 
 def layers_backend() -> str:

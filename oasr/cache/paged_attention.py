@@ -1,6 +1,7 @@
 """Attention over a paged KV cache: queries against the keys a block table names.
 
-Kernel contract (gap ``fmha``): op ``paged_attention`` takes
+Kernel contract (gap ``fmha``; ``cuda-toolchain`` where the kernel cannot be built): op
+``paged_attention`` takes
 ``fn(q, k_cache, v_cache, table, kv_lens, kv_starts, width, scale, causal) -> (B, H, Tq, D)``
 with q (B, H, Tq, D), k_cache / v_cache (num_blocks, block_size, H_kv, D), table (B, W) block
 ids, and the key window per row ``[kv_starts, kv_lens)`` over the first ``width`` (or all
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import torch
 
-import oasr.kernels.paged_attention  # noqa: F401  (registers the decode-step kernel)
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 OP = "paged_attention"
+# The decode-step kernel registers itself when its binding is imported, at the first call.
+_ROUTE = ops.route(OP, gaps.FMHA.id, provider="oasr.kernels.paged_attention")
 
 
 def gather_blocks(cache: torch.Tensor, table: torch.Tensor,
@@ -50,7 +52,7 @@ def paged_attention(attn: torch.nn.Module, q: torch.Tensor, k_cache: torch.Tenso
     Returns:
         (B, H, Tq, D); a row with no visible key is zeros.
     """
-    kernel = select_kernel(OP, q, k_cache, v_cache, gap=gaps.FMHA.id)
+    kernel = _ROUTE.select(q, k_cache, v_cache)
     if kernel is not None:
         return kernel(q, k_cache, v_cache, table, kv_lens, kv_starts, width, attn.scale,
                       attn.causal)

@@ -116,14 +116,19 @@ def bench_command(
         except (RuntimeError, ValueError) as e:
             _fail(str(e))
 
-    results = []
+    from oasr import ops
+
+    results, dispatched = [], ops.snapshot()
     for b in sizes:
         results.append(bench_ours(lm, model, clips, b, device, dtype, repeat_minutes,
                                   max_new_tokens))
         for peer in peers:
             results.append(bench_peer(peer, clips, b, resolved, repeat_minutes))
+    # The peers run their own torch code, never a route: these are ours.
+    dispatch = ops.counts_since(dispatched)
 
     _print_table(results)
+    typer.echo(ops.format_dispatch_line(dispatch))
     payload: dict[str, Any] = {
         "manifest": manifest, "model": lm.name, "weights_sha256": lm.weights_sha256,
         "device": resolved, "device_name": _device_name(resolved), "dtype": str(torch_dtype),
@@ -131,6 +136,7 @@ def bench_command(
         "clip_audio_s": sum(c.seconds for c in clips), "repeat_minutes": repeat_minutes,
         "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": ["ours", *compare],
         "results": [r.to_dict() for r in results],
+        "dispatch": ops.dispatch_summary(dispatch),
     }
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -68,4 +68,7 @@ def print_summary(console: Console, stats: Any, out_path: Path) -> None:
     console.print(table)
     for example in stats.error_examples:
         console.print(f"[yellow]error row[/] {example}")
+    from oasr import ops
+
+    console.print(ops.format_dispatch_line(stats.dispatch), soft_wrap=True)
     console.print(f"wrote {out_path}")

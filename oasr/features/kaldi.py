@@ -27,9 +27,9 @@ exactly; ``kaldi_framing(config)`` gives that grid and ``kaldi_streaming`` (the 
 ``streaming_fn``) runs it, ``(audio, state) -> (features, state)``.
 
 Devices: ``fbank`` / ``mfcc`` on a CUDA input run the CUDA kernels (``oasr.kernels.features_cuda``:
-framing, cuFFT, sparse mel + log), counted in the kernel gap report; a config they do not cover is
-a declared, counted gap served by the torch code here (``fbank_native`` / ``mfcc_native``), which
-also serves CPU inputs and ``OASR_LAYERS_BACKEND=torch``.
+framing, cuFFT, sparse mel + log), routed and counted by ``oasr.ops``; a config they do not
+cover is a declared, counted gap served by the torch code here (``fbank_native`` /
+``mfcc_native``), which also serves CPU inputs (out of scope) and ``OASR_LAYERS_BACKEND=torch``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from oasr import ops
 from oasr.features.mel import mel_filters
 from oasr.features.spec import ExtractorSpec, FeatureConfig, StreamingFraming
+
+# The CUDA kernels register under these ops when oasr.kernels.features_cuda is imported (at the
+# first routed call); CPU inputs are out of scope.
+_KERNELS = "oasr.kernels.features_cuda"
+_FBANK = ops.route("fbank", "features-large-fft", scope=ops.CUDA, provider=_KERNELS)
+_MFCC = ops.route("mfcc", "features-large-fft", scope=ops.CUDA, provider=_KERNELS)
 
 FLT_EPSILON = float(np.finfo(np.float32).eps)  # Kaldi's log floor, 2 ** -23
 WINDOW_TYPES = ("povey", "hamming", "hanning", "rectangular", "sine", "blackman")
@@ -286,11 +293,9 @@ def fbank(
 
     F = num_mel_bins, plus one leading log-energy column with ``use_energy``.
     """
-    if waveforms.is_cuda:
-        from oasr.kernels import features_cuda  # the binding imports this module
-
-        if features_cuda.serves("fbank", config):
-            return features_cuda.fbank_cuda(waveforms, lengths, config)
+    kernel = _FBANK.select(waveforms, config)
+    if kernel is not None:
+        return kernel(waveforms, lengths, config)
     return fbank_native(waveforms, lengths, config)
 
 
@@ -311,11 +316,9 @@ def mfcc(
 
     With ``use_energy`` (Kaldi's default) column 0 is the raw log energy instead of C0.
     """
-    if waveforms.is_cuda:
-        from oasr.kernels import features_cuda
-
-        if features_cuda.serves("mfcc", config):
-            return features_cuda.mfcc_cuda(waveforms, lengths, config)
+    kernel = _MFCC.select(waveforms, config)
+    if kernel is not None:
+        return kernel(waveforms, lengths, config)
     return mfcc_native(waveforms, lengths, config)
 
 

@@ -18,7 +18,7 @@ the frames after it cover only padding, which the Whisper encoder sees anyway (i
 attends over the full window).
 
 Devices: on a CUDA input the CUDA kernels serve it (``oasr.kernels.features_cuda``: framing,
-cuFFT, sparse mel + log10, the row clamp), counted in the kernel gap report; a config they do not
+cuFFT, sparse mel + log10, the row clamp), routed and counted by ``oasr.ops``; a config they do not
 cover is a declared, counted gap served by ``whisper_logmel_native`` (this module's torch code),
 which also serves CPU inputs and ``OASR_LAYERS_BACKEND=torch``.
 """
@@ -27,8 +27,13 @@ from __future__ import annotations
 
 import torch
 
+from oasr import ops
 from oasr.features.mel import hann_window, mel_filters, stft_power
 from oasr.features.spec import ExtractorSpec, FeatureConfig
+
+# The CUDA kernels register when oasr.kernels.features_cuda is imported, at the first routed call.
+_WHISPER_LOGMEL = ops.route("whisper_logmel", "features-large-fft", scope=ops.CUDA,
+                            provider="oasr.kernels.features_cuda")
 
 DEFAULT_CHUNK_SECONDS = 30.0
 LOG_FLOOR = 1e-10
@@ -73,11 +78,9 @@ def whisper_logmel(
     frames = chunk_seconds * 1000 / frame_shift_ms (3000 for Whisper). Rows longer than the
     window are trimmed to it, as Whisper does; callers cut long recordings into windows first.
     """
-    if waveforms.is_cuda:
-        from oasr.kernels import features_cuda  # the binding imports this module
-
-        if features_cuda.serves("whisper_logmel", config):
-            return features_cuda.whisper_logmel_cuda(waveforms, lengths, config)
+    kernel = _WHISPER_LOGMEL.select(waveforms, config)
+    if kernel is not None:
+        return kernel(waveforms, lengths, config)
     return whisper_logmel_native(waveforms, lengths, config)
 
 

@@ -459,6 +459,8 @@ class RowWriter(Protocol):
     """What ``oasr transcribe`` needs of an output: :class:`OutputWriter` and
     :class:`~oasr.io.subtitle_writer.SubtitleWriter` both are one."""
 
+    metadata: dict[str, str]  # key-value metadata; a key set before close() is recorded
+
     def done_ids(self) -> set[str]: ...
 
     def previous_metadata(self) -> dict[str, str] | None: ...

@@ -1,7 +1,8 @@
-"""CUDA kernels compiled on first use (``jit``) and their thin Python bindings.
+"""CUDA kernel bindings: thin ``ctypes`` wrappers over the libraries ``oasr.ops.build`` specs.
 
-Each kernel lives in a framework-free CUDA header under ``csrc/kernels/<area>/`` with a small
-``extern "C"`` launcher file beside it; ``jit.load`` compiles the launcher with ``nvcc`` into a
-shared library cached under ``$OASR_CACHE_DIR/jit/<name>-<hash>/`` and the binding module calls
-it through ``ctypes`` with raw device pointers and the current CUDA stream.
+Each kernel lives in a framework-free CUDA header under ``oasr/csrc/kernels/<area>/`` with a small
+``extern "C"`` launcher file beside it; ``jit.load(spec)`` loads the prebuilt library or compiles
+the launcher with ``nvcc`` into ``$OASR_CACHE_DIR/jit/<name>-<hash>/``, checks its exported
+launcher table and sets the argtypes; the binding calls it with raw device pointers and the
+current CUDA stream, and registers its ops with ``oasr.ops`` (``ops.register_kernel``).
 """

@@ -1,7 +1,9 @@
 """The calling convention every kernel library follows, as ctypes sees it.
 
 Launchers take raw device pointers (``c_void_p``), sizes, and the CUDA stream; they return a
-``cudaError_t`` as an ``int`` (0: success). ``check`` raises with the library's message.
+``cudaError_t`` as an ``int`` (0: success). ``check`` raises with the library's message. The
+argtypes come from the library's build spec, checked against its exported table at load
+(``oasr.kernels.jit.load``).
 """
 
 from __future__ import annotations
@@ -10,17 +12,11 @@ import ctypes
 
 import torch
 
-__all__ = ["KernelLaunchError", "check", "declare", "ptr", "stream_handle"]
+__all__ = ["KernelLaunchError", "check", "ptr", "stream_handle"]
 
 
 class KernelLaunchError(RuntimeError):
     """A kernel launch returned a CUDA error."""
-
-
-def declare(lib: ctypes.CDLL, name: str, *argtypes: type) -> None:
-    fn = getattr(lib, name)
-    fn.argtypes = list(argtypes)
-    fn.restype = ctypes.c_int
 
 
 def check(lib: ctypes.CDLL, code: int, what: str) -> None:

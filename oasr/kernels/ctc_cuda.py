@@ -1,4 +1,4 @@
-"""``ctc_cuda``: the CTC prefix beam search on the GPU (csrc/kernels/ctc/).
+"""``ctc_cuda``: the CTC prefix beam search on the GPU (oasr/csrc/kernels/ctc/).
 
 The same search as the CPU decoder (``oasr._C.ctc.prefix_beam``, stated in
 csrc/ctc/prefix_beam.h): WeNet's ``ctc_prefix_beam_search`` with blank skipping, n-best, and
@@ -22,22 +22,23 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from oasr import ops
 from oasr.kernels import jit
-from oasr.kernels._ctypes import check, declare, ptr, stream_handle
-from oasr.layers._backend import KernelGap, declare_gap
+from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.ops.build import CTC_CUDA
 
 __all__ = ["MAX_BEAM", "CTC_BEAM_WIDTH", "CtcBeamPool", "Hypothesis", "PendingHypotheses",
            "decode_offline", "decode_offline_async", "serves"]
 
 MAX_BEAM = 32
-_SOURCES = jit.LIBRARIES["ctc_cuda"]
 _ERRORS = {1: "its token trie overflowed", 2: "its frame arena overflowed",
            3: "a hypothesis lost track of its frames", 4: "a chunk length was outside [0, T]"}
 
-CTC_BEAM_WIDTH = declare_gap(KernelGap(
+CTC_BEAM_WIDTH = ops.declare_gap(ops.KernelGap(
     id="ctc-beam-width",
     what=f"CTC prefix beam search wider than {MAX_BEAM} (the kernel keeps a beam in one warp)",
-    fix="csrc/kernels/ctc/prefix_beam.cuh: merge multi-warp beam lists (the CPU search serves it)",
+    fix="oasr/csrc/kernels/ctc/prefix_beam.cuh: merge multi-warp beam lists (the CPU search "
+        "serves it)",
 ))
 
 
@@ -66,15 +67,7 @@ class _Layout:
 
 @lru_cache(maxsize=1)
 def _library() -> tuple[ctypes.CDLL, _Layout]:
-    lib = jit.load("ctc_cuda", _SOURCES)
-    vp, i32, f64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
-    pool = ctypes.POINTER(_Pool)
-    declare(lib, "oasr_ctc_sizes", ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
-            ctypes.POINTER(ctypes.c_int))
-    declare(lib, "oasr_ctc_reset", pool, vp, i32, vp)
-    declare(lib, "oasr_ctc_chunk", pool, vp, i32, vp, vp, i32, i32, ctypes.POINTER(_FrameTops),
-            i32, i32, f64, vp)
-    declare(lib, "oasr_ctc_finalize", pool, vp, i32, i32, i32, vp, vp, vp, vp, vp, vp, vp)
+    lib = jit.load(CTC_CUDA)  # argtypes from CTC_CUDA's checked table (struct pointers: ptr)
     entry, scalars, max_beam = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
     lib.oasr_ctc_sizes(ctypes.byref(entry), ctypes.byref(scalars), ctypes.byref(max_beam))
     if max_beam.value != MAX_BEAM:
@@ -332,3 +325,14 @@ def decode_offline(log_probs: torch.Tensor, lens: torch.Tensor | None, *, blank:
                    nbest: int = 1) -> list[list[Hypothesis]]:
     return decode_offline_async(log_probs, lens, blank=blank, beam_size=beam_size,
                                 blank_skip_threshold=blank_skip_threshold, nbest=nbest).result()
+
+
+def _supports(log_probs: torch.Tensor, beam_size: int, nbest: int) -> bool:
+    return serves(beam_size, nbest)
+
+
+# Op ``ctc_prefix_beam`` (routed by oasr.engine.decode.ctc.cuda_search): fn(log_probs, lens,
+# blank=, beam_size=, blank_skip_threshold=, nbest=) -> per row the ranked hypotheses; the
+# route sees (log_probs, beam_size, nbest). The CPU search (oasr._C.ctc) is its oracle.
+ops.register_kernel(ops.Kernel(op="ctc_prefix_beam", fn=decode_offline, library=CTC_CUDA,
+                               source="oasr/csrc/kernels/ctc/ctc_cuda.cu", supports=_supports))

@@ -1,5 +1,5 @@
 """``features_cuda``: the Kaldi (``fbank``, ``mfcc``) and Whisper (``whisper_logmel``) frontends
-on the GPU (csrc/kernels/features/).
+on the GPU (oasr/csrc/kernels/features/).
 
 Three launches around one cuFFT call (``torch.fft.rfft``):
 1. framing: each output frame cut from its row with all of its preprocessing (Kaldi: scale,
@@ -19,8 +19,9 @@ and added in the framing kernel, so a CUDA call matches the torch path's CUDA ca
 
 Declared gap (``oasr gaps``): ``features-large-fft``, a spectrum wider than one warp's shared
 memory slice (more than 6144 fp64 bins: Kaldi FFTs past 12288 points, i.e. frames past 8192
-samples with the power-of-two rounding, 512 ms at 16 kHz). Routing: ``serves`` counts each CUDA
-call as a kernel call or as that gap.
+samples with the power-of-two rounding, 512 ms at 16 kHz). Routing: the frontends ask their
+``oasr.ops`` route (ops ``fbank``, ``mfcc``, ``whisper_logmel``, registered here with their
+torch oracles), which counts each call as kernel, gap, out of scope or torch backend.
 """
 
 from __future__ import annotations
@@ -33,46 +34,36 @@ from typing import Any
 import numpy as np
 import torch
 
+from oasr import ops
 from oasr.features import kaldi, whisper_logmel
 from oasr.features.mel import hann_window, mel_filters
 from oasr.features.spec import FeatureConfig
 from oasr.kernels import jit
-from oasr.kernels._ctypes import check, declare, ptr, stream_handle
-from oasr.layers import _backend
-from oasr.layers._backend import KernelGap, declare_gap
+from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.ops.build import FEATURES_CUDA
 
-__all__ = ["FEATURES_LARGE_FFT", "fbank_cuda", "gap_for", "mfcc_cuda", "serves", "supports",
+__all__ = ["FEATURES_LARGE_FFT", "fbank_cuda", "gap_for", "mfcc_cuda", "supports",
            "whisper_logmel_cuda"]
 
-_SOURCES = jit.LIBRARIES["features_cuda"]
 # The mel kernel keeps one frame's spectrum per warp in shared memory, under the 48 KiB a block
 # gets without opting in (features_cuda.cu's kMaxSharedBytes).
 MAX_SPECTRUM_BYTES = 48 * 1024
 _LOG_NATURAL, _LOG10 = 1, 2
 
-FEATURES_LARGE_FFT = declare_gap(KernelGap(
+FEATURES_LARGE_FFT = ops.declare_gap(ops.KernelGap(
     id="features-large-fft",
     what=f"feature frontends whose spectrum exceeds {MAX_SPECTRUM_BYTES} bytes per frame "
          "(Kaldi FFTs past 12288 points: frames past 8192 samples, 512 ms at 16 kHz); the torch "
          "path serves them",
-    fix="csrc/kernels/features/logmel.cuh: stage the spectrum in chunks, or opt in to more "
+    fix="oasr/csrc/kernels/features/logmel.cuh: stage the spectrum in chunks, or opt in to more "
         "shared memory per block",
 ))
 
 
 @lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL:
-    lib = jit.load("features_cuda", _SOURCES)
-    vp, i32, i64, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
-    declare(lib, "oasr_features_kaldi_frames", vp, i64, i64, vp, vp, vp, i32, i32, i32, i64,
-            f32, f32, i32, f32, i32, f32, vp, vp, i64, vp)
-    declare(lib, "oasr_features_whisper_frames", vp, i64, i64, vp, vp, i32, i32, i32, i64, i64,
-            vp, vp)
-    for name in ("oasr_features_mel_log_f32", "oasr_features_mel_log_f64"):
-        declare(lib, name, vp, i64, i64, i32, i32, vp, vp, vp, i32, i32, i32, f32, vp, vp, i64,
-                vp, vp)
-    declare(lib, "oasr_features_whisper_normalize", vp, vp, i64, i64, f32, vp)
-    return lib
+    """The library, its launchers' argtypes set from FEATURES_CUDA's checked table."""
+    return jit.load(FEATURES_CUDA)
 
 
 # -- scope ---------------------------------------------------------------------------------------
@@ -100,23 +91,6 @@ def gap_for(config: FeatureConfig) -> str | None:
 def supports(config: FeatureConfig) -> bool:
     """Whether the kernels serve ``config``; the rest is a declared gap (``gap_for``)."""
     return gap_for(config) is None
-
-
-def serves(op: str, config: FeatureConfig) -> bool:
-    """Route one CUDA call of frontend ``op``: True for the kernels (counted as ``kernel``),
-    False for the torch path, under ``OASR_LAYERS_BACKEND=torch`` (counted as ``torch_backend``)
-    or through the declared gap (counted as ``gap``)."""
-    if _backend.backend() == "torch":
-        _backend.count_torch_backend(op)
-        return False
-    gap = gap_for(config)
-    if gap is None and not jit.available():
-        gap = jit.CUDA_TOOLCHAIN.id
-    if gap is not None:
-        _backend.count_gap(gap)
-        return False
-    _backend.count_kernel(op)
-    return True
 
 
 def _empty(shape: tuple[int, ...], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -288,3 +262,16 @@ def whisper_logmel_cuda(waveforms: torch.Tensor, lengths: torch.Tensor,
                 ptr(feats), ptr(row_max), batch, n_frames * n_mels,
                 whisper_logmel.DYNAMIC_RANGE, stream), "whisper normalize")
     return feats, whisper_logmel.feat_lengths(lengths, hop, n_frames)
+
+
+def _supports(waveforms: torch.Tensor, config: FeatureConfig) -> bool:
+    return gap_for(config) is None
+
+
+for _op, _fn, _native in (("fbank", fbank_cuda, kaldi.fbank_native),
+                          ("mfcc", mfcc_cuda, kaldi.mfcc_native),
+                          ("whisper_logmel", whisper_logmel_cuda,
+                           whisper_logmel.whisper_logmel_native)):
+    ops.register_kernel(ops.Kernel(op=_op, fn=_fn, native=_native, library=FEATURES_CUDA,
+                                   source="oasr/csrc/kernels/features/features_cuda.cu",
+                                   supports=_supports))

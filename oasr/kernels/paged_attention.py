@@ -6,7 +6,8 @@ Whisper decoder's self- and cross-attention at every generated token. It reads e
 straight from its block (no gathered copy of the cache, as the torch path makes), splits a
 row's keys over several blocks when rows x heads alone would not fill the GPU, and keeps the
 softmax in fp32. Prefill (Tq > 1) and other head dims stay on the torch path through the
-declared gap ``fmha``, counted.
+declared gap ``fmha``; without a CUDA toolchain to build it, every call is the gap
+``cuda-toolchain``; both counted by ``oasr.ops``.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from functools import lru_cache
 
 import torch
 
+from oasr import ops
 from oasr.kernels import jit
-from oasr.kernels._ctypes import check, declare, ptr, stream_handle
-from oasr.layers._backend import KernelImpl, register_kernel
+from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.ops.build import PAGED_DECODE
 
 __all__ = ["HEAD_DIMS", "MAX_KEYS", "paged_decode", "supports"]
 
 HEAD_DIMS = (32, 64, 128)
 MAX_KEYS = 50_000  # scores live in shared memory, 4 bytes a key
-_SOURCES = jit.LIBRARIES["paged_decode"]
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -51,23 +52,21 @@ def split_count(rows: int, heads: int, keys: int, device: torch.device) -> int:
 
 @lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL:
-    lib = jit.load("paged_decode", _SOURCES)
-    declare(lib, "oasr_paged_decode", ctypes.POINTER(_Args), ctypes.c_int, ctypes.c_int,
-            ctypes.c_int, ctypes.c_void_p)
-    declare(lib, "oasr_paged_decode_preload")
+    lib = jit.load(PAGED_DECODE)  # argtypes from PAGED_DECODE's checked table (_Args*: ptr)
     check(lib, lib.oasr_paged_decode_preload(), "paged_decode preload")
     return lib
 
 
 def supports(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
-    """Whether the kernel can serve this call (the rest goes to the ``fmha`` gap)."""
+    """Whether the kernel can serve this call (the rest goes to the ``fmha`` gap; whether it
+    can be built here is the route's ``cuda-toolchain`` check)."""
     return (q.dim() == 4 and q.shape[2] == 1 and q.dtype in _DTYPES
             and k_cache.dtype == q.dtype and v_cache.dtype == q.dtype
             and k_cache.is_contiguous() and v_cache.is_contiguous()
             and q.shape[3] in HEAD_DIMS and k_cache.shape[3] == q.shape[3]
             and q.shape[1] % k_cache.shape[2] == 0
             and q.stride(3) == 1 and q.stride(0) % 8 == 0 and q.stride(1) % 8 == 0
-            and q.data_ptr() % 16 == 0 and jit.available())
+            and q.data_ptr() % 16 == 0)
 
 
 def _long(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -106,5 +105,6 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     return out
 
 
-register_kernel(KernelImpl(op="paged_attention", fn=paged_decode,
-                           source="csrc/kernels/attention/paged_decode.cu", supports=supports))
+ops.register_kernel(ops.Kernel(op="paged_attention", fn=paged_decode, library=PAGED_DECODE,
+                               source="oasr/csrc/kernels/attention/paged_decode.cu",
+                               supports=supports))

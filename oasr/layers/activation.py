@@ -1,7 +1,7 @@
 """Standalone activations: Gelu, Relu, Sigmoid, Tanh, Swish, Zipformer's SwooshL / SwooshR, Glu.
 
 Each is a module and, for the ones a model calls inline (``swoosh_l``, ``swoosh_r``, ``glu``), a
-routed function running the same ``select_kernel`` decision, so an inline call is counted and
+routed function running the same ``oasr.ops`` route, so an inline call is counted and
 honours ``OASR_LAYERS_BACKEND`` exactly as the module does. An activation that follows a
 projection belongs in ``LinearActivation``'s fused epilogue instead.
 
@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 # Zipformer's constants. SwooshR's offset is log(1 + e^-1), so SwooshR(0) = 0; the 0.08 slope
 # keeps a gradient on the negative side.
@@ -39,7 +39,7 @@ def _swoosh_l_native(x: torch.Tensor) -> torch.Tensor:
 
 def _route(op: str, native: Callable[..., torch.Tensor], x: torch.Tensor,
            *args: object) -> torch.Tensor:
-    kernel = select_kernel(op, x, gap=gaps.ACTIVATION.id)
+    kernel = ops.route(op, gaps.ACTIVATION.id).select(x)
     if kernel is not None:
         return kernel(x, *args)
     return native(x, *args)
@@ -72,7 +72,7 @@ class _Activation(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kernel = select_kernel(self.op, x, gap=gaps.ACTIVATION.id)
+        kernel = ops.route(self.op, gaps.ACTIVATION.id).select(x)
         if kernel is not None:
             return kernel(x)
         return self.forward_native(x)

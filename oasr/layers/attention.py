@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 __all__ = ["Attention"]
 
@@ -154,7 +154,7 @@ class Attention(nn.Module):
         Returns:
             (B, H, Tq, D); rows with no visible key are zeros.
         """
-        kernel = select_kernel(self.op, q, k, v, gap=gaps.FMHA.id)
+        kernel = ops.route(self.op, gaps.FMHA.id).select(q, k, v)
         if kernel is not None:
             self._check(q, k, v)
             return kernel(q, k, v, kv_lens, kv_starts, attn_mask, self.scale, self.causal)

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 __all__ = ["BatchNorm1d"]
 
@@ -67,7 +67,7 @@ class BatchNorm1d(nn.Module):
         return y.reshape(x.shape)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kernel = select_kernel(self.op, x, gap=gaps.BATCH_NORM.id)
+        kernel = ops.route(self.op, gaps.BATCH_NORM.id).select(x)
         if kernel is not None:
             return kernel(x, self.running_mean, self.running_var, self.weight, self.bias,
                           self.eps)

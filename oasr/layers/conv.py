@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
 from oasr.layers.linear import ACTIVATIONS, _activate
 from oasr.layers.quantizable import QuantizableConv
+from oasr.ops import gaps
 
 __all__ = ["Conv1d", "Conv2d", "Conv2dActivation", "DepthwiseConv1d", "glu"]
 
@@ -133,7 +133,7 @@ class Conv1d(QuantizableConv):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant_method is not None:
             return self.quant_method.apply(self, x)
-        kernel = select_kernel(self.op, x, gap=gaps.CONV1D.id)
+        kernel = ops.route(self.op, gaps.CONV1D.id).select(x)
         if kernel is not None:
             return kernel(
                 x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
@@ -220,7 +220,7 @@ class DepthwiseConv1d(nn.Module):
         residual: torch.Tensor | None = None,
         mask_output: bool = False,
     ) -> torch.Tensor:
-        kernel = select_kernel(self.op, x, gap=gaps.CONV1D.id)
+        kernel = ops.route(self.op, gaps.CONV1D.id).select(x)
         if kernel is not None:
             return kernel(
                 x, self.weight, self.bias, self.padding, self.dilation, mask, residual, mask_output
@@ -293,7 +293,7 @@ class Conv2d(QuantizableConv):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant_method is not None:
             return self.quant_method.apply(self, x)
-        kernel = select_kernel(self.op, x, gap=gaps.CONV2D.id)
+        kernel = ops.route(self.op, gaps.CONV2D.id).select(x)
         if kernel is not None:
             return kernel(
                 x, self.weight, self.bias, self.stride, self.padding, self.dilation,

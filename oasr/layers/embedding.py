@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 
 class Embedding(nn.Module):
@@ -58,7 +58,7 @@ class Embedding(nn.Module):
         return F.embedding(ids, self.weight, self.padding_idx)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        kernel = select_kernel(self.op, self.weight, ids, gap=gaps.EMBEDDING.id)
+        kernel = ops.route(self.op, gaps.EMBEDDING.id).select(self.weight, ids)
         if kernel is not None:
             return kernel(self.weight, ids)
         return self.forward_native(ids)

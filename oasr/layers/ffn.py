@@ -20,8 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
 from oasr.layers.linear import (
     ACTIVATIONS,
     ColumnParallelLinear,
@@ -29,6 +28,7 @@ from oasr.layers.linear import (
     LinearActivation,
     RowParallelLinear,
 )
+from oasr.ops import gaps
 
 # HF config spellings of the same functions (``hidden_act``).
 _ACTIVATION_ALIASES = {"silu": "swish", "gelu_pytorch_tanh": "gelu_tanh"}
@@ -113,7 +113,7 @@ class GatedMLP(nn.Module):
         # A quantized gate or up projection owns its weights' format; the float kernel cannot
         # read them, so the projections then run one by one through their quant methods.
         quantized = self.gate_proj.quant_method is not None or self.up_proj.quant_method is not None
-        kernel = None if quantized else select_kernel(self.op, x, gap=gaps.GEMM.id)
+        kernel = None if quantized else ops.route(self.op, gaps.GEMM.id).select(x)
         if kernel is not None:
             gated = kernel(x, self.gate_proj.weight, self.gate_proj.bias, self.up_proj.weight,
                            self.up_proj.bias, self.activation)

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
 from oasr.layers.quantizable import QuantizableGemm
+from oasr.ops import gaps
 
 ACTIVATIONS = ("relu", "swish", "gelu", "gelu_tanh")
 
@@ -71,7 +71,7 @@ class Linear(QuantizableGemm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant_method is not None:
             return self.quant_method.apply(self, x)
-        kernel = select_kernel(self.op, x, gap=gaps.GEMM.id)
+        kernel = ops.route(self.op, gaps.GEMM.id).select(x)
         if kernel is not None:
             return kernel(x, self.weight, self.bias, self.activation)
         return self.forward_native(x)

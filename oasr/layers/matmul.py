@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 __all__ = ["bmm"]
 
@@ -16,7 +16,7 @@ def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Same contract as ``torch.bmm`` (3-D operands, equal batch, same dtype); routed so a kernel
     can serve in-scope calls and ``OASR_LAYERS_BACKEND=torch`` is honoured.
     """
-    kernel = select_kernel("bmm", a, b, gap=gaps.BMM.id)
+    kernel = ops.route("bmm", gaps.BMM.id).select(a, b)
     if kernel is not None:
         return kernel(a, b)
     return torch.bmm(a, b)

@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 # The eps conventions met in checkpoints; pass the one the checkpoint was trained with.
 TORCH_EPS = 1e-5  # torch.nn.LayerNorm, WeNet, HF Whisper
@@ -51,7 +51,7 @@ class _ResidualNorm(nn.Module):
         raise NotImplementedError
 
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
-        kernel = select_kernel(self.op, x, gap=gaps.NORM.id)
+        kernel = ops.route(self.op, gaps.NORM.id).select(x)
         if kernel is not None:
             return kernel(x, *self._kernel_args())
         return self._norm_native(x)
@@ -77,7 +77,7 @@ class _ResidualNorm(nn.Module):
         """Fused residual add + norm. x, residual: (..., C) -> ((..., C), (..., C))."""
         if residual is None:
             return self._norm(x), x
-        kernel = select_kernel(self.add_op, x, residual, gap=gaps.NORM.id)
+        kernel = ops.route(self.add_op, gaps.NORM.id).select(x, residual)
         if kernel is not None:
             return kernel(x, residual, *self._kernel_args())
         return self.forward_add_native(x, residual)
@@ -219,7 +219,7 @@ class BiasNorm(nn.Module):
         return (h * (inv_rms * self.log_scale.to(torch.float32).exp())).to(x.dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kernel = select_kernel(self.op, x, gap=gaps.NORM.id)
+        kernel = ops.route(self.op, gaps.NORM.id).select(x)
         if kernel is not None:
             return kernel(x, self.bias, self.log_scale, self.channel_dim)
         return self.forward_native(x)

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 __all__ = ["AvgPool1d"]
 
@@ -52,7 +52,7 @@ class AvgPool1d(nn.Module):
         return y.transpose(1, 2).contiguous()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kernel = select_kernel(self.op, x, gap=gaps.AVG_POOL1D.id)
+        kernel = ops.route(self.op, gaps.AVG_POOL1D.id).select(x)
         if kernel is not None:
             return kernel(
                 x, self.kernel_size, self.stride, self.padding,

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 __all__ = ["LSTM", "RNN"]
 
@@ -182,7 +182,7 @@ class _Recurrent(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if not self.batch_first:
             x = x.transpose(0, 1)
-        kernel = None if native else select_kernel(self.mode, x, gap=gaps.RNN.id)
+        kernel = None if native else ops.route(self.mode, gaps.RNN.id).select(x)
         if kernel is not None:
             y, h, c = kernel(x, h0, c0, lengths, self.all_weights, self.mode)
         else:

@@ -28,8 +28,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 ROPE_BASE = 10000.0  # the RoPE paper's base; Qwen2 and WeNet configs set their own
 
@@ -123,7 +123,7 @@ def apply_rotary_pos_emb(
     (B, T, H, D) inputs pass ``unsqueeze_dim=2``. Returns new tensors, dtype promoted as
     ``q * cos`` promotes.
     """
-    kernel = select_kernel("rotary_neox", q, k, gap=gaps.ROTARY.id)
+    kernel = ops.route("rotary_neox", gaps.ROTARY.id).select(q, k)
     if kernel is not None:
         return kernel(q, k, cos, sin, unsqueeze_dim)
     return _neox_native(q, k, cos, sin, unsqueeze_dim)
@@ -184,7 +184,7 @@ def apply_rotary_emb(x: torch.Tensor, freqs_cis: torch.Tensor,
     (the head axis); for (B, H, T, D) pass ``unsqueeze_dim=None`` with (T, D/2) or ``1`` with
     (B, T, D/2). Computed in fp32, returned in x's dtype.
     """
-    kernel = select_kernel("rotary_complex", x, gap=gaps.ROTARY.id)
+    kernel = ops.route("rotary_complex", gaps.ROTARY.id).select(x)
     if kernel is not None:
         return kernel(x, freqs_cis, unsqueeze_dim)
     return _complex_native(x, freqs_cis, unsqueeze_dim)

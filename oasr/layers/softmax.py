@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers._backend import select_kernel
+from oasr import ops
+from oasr.ops import gaps
 
 __all__ = ["MaskedSoftmax", "masked_softmax", "masked_softmax_native"]
 
@@ -67,7 +67,7 @@ def masked_softmax(
     """
     _check_mask(mask_a, "mask_a")
     _check_mask(mask_b, "mask_b")
-    kernel = select_kernel("masked_softmax", scores, gap=gaps.MASKED_SOFTMAX.id)
+    kernel = ops.route("masked_softmax", gaps.MASKED_SOFTMAX.id).select(scores)
     if kernel is not None:
         return kernel(scores, bias, mask_a, mask_b, dim)
     return masked_softmax_native(scores, bias, mask_a, mask_b, dim)

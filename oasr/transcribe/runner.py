@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from oasr import ops
 from oasr.audio import AudioDecodeError, iter_audio_chunks
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
@@ -52,6 +53,7 @@ class RunStats:
     refs: dict[str, str] = field(default_factory=dict)
     hyps: dict[str, str] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
+    dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
 
     @property
     def rtfx(self) -> float:
@@ -281,7 +283,7 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
                 continue
             yield row
 
-    start = time.perf_counter()
+    start, dispatched = time.perf_counter(), ops.snapshot()
     try:
         for out, ref in Transcriber(engine, options).run(todo()):
             writer.write(out)
@@ -300,6 +302,8 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
     except BaseException:
         writer.abort()
         raise
+    stats.dispatch = ops.counts_since(dispatched)
+    ops.record_dispatch(writer.metadata, stats.dispatch)
     writer.close()
     stats.wall_s = time.perf_counter() - start
     return stats

@@ -9,6 +9,7 @@ host's), for offline batches and for the same audio fed as streaming chunks.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 
 import numpy as np
@@ -44,7 +45,7 @@ def assert_same(gpu_rows, cpu_rows, where: str) -> None:
 
 
 def test_gap_declared_and_scope() -> None:
-    from oasr.layers._backend import KERNEL_GAPS
+    from oasr.ops import KERNEL_GAPS
 
     assert KERNEL_GAPS["ctc-beam-width"] == ctc_cuda.CTC_BEAM_WIDTH
     assert ctc_cuda.serves(1, 1) and ctc_cuda.serves(32, 32) and ctc_cuda.serves(10, 3)
@@ -91,10 +92,14 @@ def test_library_compiles_for_hopper(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("OASR_CUDA_ARCH", "sm_90")
-    lib = jit.build("ctc_cuda", ctc_cuda._SOURCES)
+    from oasr.ops.build import CTC_CUDA
+
+    lib = jit.build(CTC_CUDA)
     assert lib.is_file() and lib.parent.parent == tmp_path / "jit"
-    assert jit.build("ctc_cuda", ctc_cuda._SOURCES) == lib
-    assert jit.library_path("ctc_cuda", ctc_cuda._SOURCES, arch="sm_80") != lib
+    assert jit.build(CTC_CUDA) == lib
+    assert jit.library_path(CTC_CUDA, arch="sm_80") != lib
+    loaded = jit.load(CTC_CUDA)  # the exported table checked against the declarations
+    assert loaded.oasr_ctc_chunk.argtypes[10] is ctypes.c_double
 
 
 # -- on the GPU ---------------------------------------------------------------------------------
@@ -201,32 +206,40 @@ def test_pool_refuses_a_stream_past_max_frames() -> None:
 @needs_cuda
 def test_ctc_family_on_cuda_uses_the_kernel() -> None:
     """The ``ctc`` family's search on CUDA log-probs runs the kernel (counted), not the CPU."""
+    from oasr import ops
     from oasr.engine.decode.ctc import cuda_search
-    from oasr.layers import _backend
 
     rng = np.random.default_rng(3)
     lp = random_log_probs(rng, 4, 30, 50, 3.0, 1.0)
     lens = np.array([30, 12, 1, 29])
-    _backend.reset_counts()
+    ops.reset_counts()
     rows = cuda_search(torch.from_numpy(lp).cuda(), torch.from_numpy(lens).cuda(), 0, 10, 1.0, 2)
-    assert _backend.gap_counts() == {("kernel", "ctc_prefix_beam"): 1}
+    assert ops.gap_counts() == {("kernel", "ctc_prefix_beam"): 1}
     assert_same(rows, cpu_search(lp, lens, 10, 1.0, 2), "family")
-    _backend.reset_counts()
+    ops.reset_counts()
     assert cuda_search(torch.from_numpy(lp).cuda(), None, 0, 40, 1.0, 1) is None
-    assert _backend.gap_counts() == {("gap", "ctc-beam-width"): 1}
+    assert ops.gap_counts() == {("gap", "ctc-beam-width"): 1}
 
 
 def test_without_nvcc_the_family_takes_the_declared_gap(monkeypatch) -> None:
     """No CUDA toolchain: the search runs on the CPU, counted under ``cuda-toolchain``."""
+    from oasr import ops
     from oasr.engine.decode import ctc as family
-    from oasr.kernels import jit
-    from oasr.layers import _backend
+    from oasr.ops import build
 
     class FakeCuda:
         is_cuda = True
 
-    monkeypatch.setattr(jit, "available", lambda: False)
-    _backend.reset_counts()
-    assert family.cuda_search(FakeCuda(), None, 0, 4, 1.0, 1) is None
-    assert _backend.gap_counts() == {("gap", "cuda-toolchain"): 1}
-    assert "nvcc" in _backend.KERNEL_GAPS["cuda-toolchain"].what
+    monkeypatch.setenv("OASR_NVCC", "off")
+    build.toolchain_available.cache_clear()
+    ops.set_backend("oasr")  # the routes re-resolve their static part
+    try:
+        ops.reset_counts()
+        assert family.cuda_search(FakeCuda(), None, 0, 4, 1.0, 1) is None
+        assert family.cuda_search(FakeCuda(), None, 0, 40, 1.0, 1) is None  # the shape gap first
+        assert ops.gap_counts() == {("gap", "cuda-toolchain"): 1, ("gap", "ctc-beam-width"): 1}
+        assert "nvcc" in ops.KERNEL_GAPS["cuda-toolchain"].what
+    finally:
+        monkeypatch.delenv("OASR_NVCC")
+        build.toolchain_available.cache_clear()
+        ops.set_backend(None)

@@ -27,12 +27,12 @@ import numpy as np
 import pytest
 import torch
 
+from oasr import ops
 from oasr.features import FeatureConfig
-from oasr.features.kaldi import fbank, fbank_native, kaldi_filters, mfcc
+from oasr.features.kaldi import fbank, fbank_native, kaldi_filters, mfcc, mfcc_native
 from oasr.features.mel import mel_filters
 from oasr.features.whisper_logmel import whisper_logmel, whisper_logmel_native
 from oasr.kernels import features_cuda, jit
-from oasr.layers import _backend
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -42,11 +42,11 @@ FILL = 0.5  # in the padding past each row's length: it must not leak into any f
 
 @pytest.fixture(autouse=True)
 def _routing():
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
+    ops.reset_counts()
+    ops.set_backend("oasr")
     yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
+    ops.set_backend(None)
+    ops.reset_counts()
 
 
 def _audio(kind: str, lengths: list[int], sr: int = 16000, seed: int = 0) -> list[np.ndarray]:
@@ -99,17 +99,18 @@ def test_library_compiles_for_sm90(monkeypatch, tmp_path) -> None:
         pytest.skip("nvcc is not on PATH")
     monkeypatch.setenv("OASR_CUDA_ARCH", "sm_90")
     monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path))
-    lib = jit.build("features_cuda", features_cuda._SOURCES)
+    from oasr.ops.build import FEATURES_CUDA
+
+    lib = jit.build(FEATURES_CUDA)
     assert lib.is_file() and lib.is_relative_to(tmp_path)
-    symbols = ctypes.CDLL(str(lib))
-    for name in ("oasr_features_kaldi_frames", "oasr_features_whisper_frames",
-                 "oasr_features_mel_log_f32", "oasr_features_mel_log_f64",
-                 "oasr_features_whisper_normalize", "oasr_error_string"):
-        assert hasattr(symbols, name), name
+    loaded = jit.load(FEATURES_CUDA)  # the exported table checked against the declarations
+    frames = loaded.oasr_features_kaldi_frames
+    assert len(frames.argtypes) == 20 and frames.argtypes[10] is ctypes.c_float
+    assert frames.restype is ctypes.c_int
 
 
 def test_scope_and_declared_gap() -> None:
-    assert _backend.KERNEL_GAPS["features-large-fft"] == features_cuda.FEATURES_LARGE_FFT
+    assert ops.KERNEL_GAPS["features-large-fft"] == features_cuda.FEATURES_LARGE_FFT
     for config in (FeatureConfig("fbank"), FeatureConfig("mfcc"),
                    FeatureConfig("fbank", sample_rate=48000, num_mel_bins=128),
                    FeatureConfig("fbank", params={"dither": 1.0, "window_type": "sine"}),
@@ -129,23 +130,39 @@ def test_scope_and_declared_gap() -> None:
         features_cuda.supports(FeatureConfig("whisper_logmel", params={"chunk_seconds": 0.01}))
 
 
-def test_routing_is_counted() -> None:
-    assert features_cuda.serves("fbank", FeatureConfig("fbank"))
+class _FakeCuda:
+    """Stands in for a CUDA waveform batch: routing reads only ``is_cuda`` in this scope."""
+
+    is_cuda = True
+
+
+def test_routing_is_counted(monkeypatch) -> None:
+    from oasr.features import kaldi
+    from oasr.features import whisper_logmel as whisper
+    from oasr.ops import dispatch
+
+    monkeypatch.setattr(dispatch, "buildable", lambda spec: True)  # as where nvcc is found
+    ops.set_backend("oasr")
+    assert kaldi._FBANK.select(_FakeCuda(), FeatureConfig("fbank")) is features_cuda.fbank_cuda
     wide = FeatureConfig("mfcc", frame_length_ms=600.0)
-    assert not features_cuda.serves("mfcc", wide)
-    assert _backend.gap_counts() == {("kernel", "fbank"): 1, ("gap", "features-large-fft"): 1}
-    _backend.set_backend("torch")
-    assert not features_cuda.serves("whisper_logmel", FeatureConfig("whisper_logmel"))
-    assert "features-large-fft" in _backend.format_gap_report()
+    assert kaldi._MFCC.select(_FakeCuda(), wide) is None
+    assert ops.gap_counts() == {("kernel", "fbank"): 1, ("gap", "features-large-fft"): 1}
+    ops.set_backend("torch")
+    assert whisper._WHISPER_LOGMEL.select(_FakeCuda(), FeatureConfig("whisper_logmel")) is None
+    assert ops.gap_counts()[("torch_backend", "whisper_logmel")] == 1
+    assert "features-large-fft" in ops.format_gap_report()
+    kernels = ops.registered_kernels()
+    assert kernels["mfcc"].native is kaldi.mfcc_native
+    assert kernels["whisper_logmel"].native is whisper.whisper_logmel_native
 
 
-def test_cpu_inputs_take_the_torch_path_uncounted() -> None:
+def test_cpu_inputs_take_the_torch_path_out_of_scope() -> None:
     x, lengths = _batch(_audio("noise", [800, 1200]))
     config = FeatureConfig("fbank")
     feats, lens = fbank(x, lengths, config)
     ref, ref_lens = fbank_native(x, lengths, config)
     assert torch.equal(feats, ref) and torch.equal(lens, ref_lens)
-    assert _backend.gap_counts() == {}
+    assert ops.gap_counts() == {("out_of_scope", "fbank:cpu"): 1}
 
 
 @pytest.mark.parametrize("kind", ["kaldi", "whisper"])
@@ -194,9 +211,9 @@ def test_fbank_matches_cpu(poisoned, audio, params, sr, n_mels) -> None:
     lengths = [max(n * sr // 16000, 1) for n in KALDI_LENGTHS]
     x, lens = _batch(_audio(audio, lengths, sr, seed=sr + n_mels))
     config = FeatureConfig("fbank", sample_rate=sr, num_mel_bins=n_mels, params=params)
-    ref, ref_lens = fbank(x, lens, config)
+    ref, ref_lens = fbank_native(x, lens, config)  # the CPU oracle, not routed
     feats, feat_lens = fbank(x.cuda(), lens.cuda(), config)
-    assert _backend.gap_counts() == {("kernel", "fbank"): 1}
+    assert ops.gap_counts() == {("kernel", "fbank"): 1}
     assert feat_lens.device.type == "cuda" and feat_lens.cpu().tolist() == ref_lens.tolist()
     if params.get("use_log_fbank", True):
         assert _max_diff(feats, ref) <= 2e-3
@@ -214,9 +231,9 @@ def test_fbank_matches_cpu(poisoned, audio, params, sr, n_mels) -> None:
 def test_mfcc_matches_cpu(poisoned, params) -> None:
     x, lens = _batch(_audio("speech", KALDI_LENGTHS, seed=5))
     config = FeatureConfig("mfcc", num_mel_bins=40, params={"audio_scale": 32768.0, **params})
-    ref, ref_lens = mfcc(x, lens, config)
+    ref, ref_lens = mfcc_native(x, lens, config)
     feats, feat_lens = mfcc(x.cuda(), lens, config)  # lengths on the CPU: moved, as torch does
-    assert _backend.gap_counts() == {("kernel", "mfcc"): 1}
+    assert ops.gap_counts() == {("kernel", "mfcc"): 1}
     assert feat_lens.cpu().tolist() == ref_lens.tolist()
     assert _max_diff(feats, ref) <= 5e-3
 
@@ -232,7 +249,7 @@ def test_dither_matches_the_torch_path_on_the_device(poisoned) -> None:
     config = FeatureConfig("fbank", params={"dither": 1.0, "dither_seed": 3,
                                             "audio_scale": 32768.0, "use_energy": True})
     feats, _ = fbank(x, lens, config)
-    assert _backend.gap_counts() == {("kernel", "fbank"): 1}
+    assert ops.gap_counts() == {("kernel", "fbank"): 1}
     ref, _ = fbank_native(x, lens, config)
     assert _max_diff(feats, ref.cpu()) <= 2e-3
     plain, _ = fbank_native(x, lens, FeatureConfig("fbank", params={
@@ -249,14 +266,14 @@ def test_whisper_logmel_matches_cpu(poisoned, n_mels, chunk, extra, audio) -> No
     lengths = [1, 159, 160, 161, 16_007, 48_001, window, window + extra]  # last: trimmed
     x, lens = _batch(_audio(audio, lengths, seed=n_mels))
     config = FeatureConfig("whisper_logmel", num_mel_bins=n_mels, params={"chunk_seconds": chunk})
-    ref, ref_lens = whisper_logmel(x, lens, config)
+    ref, ref_lens = whisper_logmel_native(x, lens, config)
     feats, feat_lens = whisper_logmel(x.cuda(), lens.cuda(), config)
-    assert _backend.gap_counts() == {("kernel", "whisper_logmel"): 1}
+    assert ops.gap_counts() == {("kernel", "whisper_logmel"): 1}
     assert feat_lens.cpu().tolist() == ref_lens.tolist()
     assert _max_diff(feats, ref) <= 1e-3
     # A batch narrower than the window: zeros past each row, as the padded window has.
     narrow, narrow_lens = _batch(_audio(audio, [3_000, 20_000], seed=1))
-    ref, _ = whisper_logmel(narrow, narrow_lens, config)
+    ref, _ = whisper_logmel_native(narrow, narrow_lens, config)
     feats, _ = whisper_logmel(narrow.double().cuda(), narrow_lens.cuda(), config)
     assert _max_diff(feats, ref) <= 1e-3
 
@@ -284,12 +301,15 @@ def test_cuda_dispatch_counts_kernel_gap_and_torch_backend() -> None:
     fast, _ = whisper_logmel(x, lens, whisper)
     wide = FeatureConfig("fbank", frame_length_ms=600.0, frame_shift_ms=100.0)
     served, _ = fbank(x, lens, wide)  # the gap: the torch path on the device, counted
-    assert _backend.gap_counts() == {("kernel", "whisper_logmel"): 1,
+    assert ops.gap_counts() == {("kernel", "whisper_logmel"): 1,
                                      ("gap", "features-large-fft"): 1}
     assert torch.equal(served, fbank_native(x, lens, wide)[0])
-    assert "features-large-fft" in _backend.format_gap_report()
-    _backend.set_backend("torch")
+    assert "features-large-fft" in ops.format_gap_report()
+    ops.set_backend("torch")
     slow, _ = whisper_logmel(x, lens, whisper)
-    assert len(_backend.gap_counts()) == 2  # the torch backend: no kernel call added
+    # Every call is accounted for: the torch backend's is counted apart, no kernel call added.
+    assert ops.gap_counts() == {("kernel", "whisper_logmel"): 1,
+                                ("gap", "features-large-fft"): 1,
+                                ("torch_backend", "whisper_logmel"): 1}
     assert torch.equal(slow, whisper_logmel_native(x, lens, whisper)[0])
     assert _max_diff(fast, slow.cpu()) <= 1e-3

@@ -15,18 +15,19 @@ import shutil
 import pytest
 import torch
 
+from oasr import ops
 from oasr.cache.paged import BlockPool
 from oasr.cache.paged_attention import gather_blocks, paged_attention
 from oasr.kernels import paged_attention as kernel
-from oasr.layers import _backend
 from oasr.layers.attention import Attention
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 def test_registered_for_the_paged_attention_op() -> None:
-    impl = _backend.registered_kernels()["paged_attention"]
+    impl = ops.registered_kernels()["paged_attention"]
     assert impl.fn is kernel.paged_decode and impl.supports is kernel.supports
+    assert impl.library is not None and impl.library.name == "paged_decode"
     q = torch.zeros(2, 4, 1, 64, dtype=torch.float16)
     cache = torch.zeros(8, 16, 2, 64, dtype=torch.float16)
     assert not kernel.supports(q[:, :, :, :48].contiguous(), cache[..., :48].contiguous(),
@@ -41,7 +42,11 @@ def test_library_compiles_for_hopper(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("OASR_CUDA_ARCH", "sm_90")
-    assert jit.build("paged_decode", kernel._SOURCES).is_file()
+    from oasr.ops.build import PAGED_DECODE
+
+    assert jit.build(PAGED_DECODE).is_file()
+    lib = jit.load(PAGED_DECODE)  # the exported table checked against the declarations
+    assert len(lib.oasr_paged_decode.argtypes) == 5
 
 
 def _scattered(pool: BlockPool, k: torch.Tensor, v: torch.Tensor, gen: torch.Generator):
@@ -102,12 +107,12 @@ def test_paged_attention_routes_decode_steps_to_the_kernel() -> None:
     k = torch.randn(b, h, t, d, generator=gen).to(dev, dtype)
     table = _scattered(pool, k, k, gen)
     attn = Attention(h, d)
-    _backend.reset_counts()
+    ops.reset_counts()
     q = torch.randn(b, h, 1, d, generator=gen).to(dev, dtype)
     paged_attention(attn, q, pool.k(0), pool.v(0), table, torch.full((b,), t, device=dev))
     qs = torch.randn(b, h, 5, d, generator=gen).to(dev, dtype)  # a prefill: the fmha gap
     paged_attention(attn, qs, pool.k(0), pool.v(0), table, torch.full((b,), t, device=dev))
-    counts = _backend.gap_counts()
+    counts = ops.gap_counts()
     assert counts[("kernel", "paged_attention")] == 1 and counts[("gap", "fmha")] >= 1
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from oasr.layers import _backend
+from oasr import ops
 
 
 @pytest.fixture(autouse=True)
 def _oasr_backend():
     """Each test starts on the oasr backend with zeroed routing counts."""
-    _backend.reset_counts()
-    _backend.set_backend("oasr")
+    ops.reset_counts()
+    ops.set_backend("oasr")
     yield
-    _backend.set_backend(None)
-    _backend.reset_counts()
+    ops.set_backend(None)
+    ops.reset_counts()

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from oasr.layers import _backend, activation
+from oasr import ops
 from oasr.layers.activation import (
     Gelu,
     Glu,
@@ -21,6 +21,7 @@ from oasr.layers.activation import (
     swoosh_l,
     swoosh_r,
 )
+from tests.helpers.routing import patch_routing
 
 
 # Written from the definitions, in float64, independent of the layer code.
@@ -142,7 +143,7 @@ class _Recorder:
 @pytest.mark.parametrize("name", list(MODULES))
 def test_modules_route_to_their_kernel_op(monkeypatch, name):
     rec = _Recorder()
-    monkeypatch.setattr(activation, "select_kernel", rec)
+    patch_routing(monkeypatch, rec)
     x = torch.randn(3, 5)
     assert MODULES[name]()(x) is rec.result
     assert [(op, gap) for op, _, gap in rec.routed] == [(name, "activation")]
@@ -153,7 +154,7 @@ def test_modules_route_to_their_kernel_op(monkeypatch, name):
 
 def test_glu_and_functionals_route_with_their_arguments(monkeypatch):
     rec = _Recorder()
-    monkeypatch.setattr(activation, "select_kernel", rec)
+    patch_routing(monkeypatch, rec)
     x = torch.randn(4, 6)
     assert glu(x, 0) is rec.result
     assert Glu(1)(x) is rec.result
@@ -168,10 +169,10 @@ def test_cpu_calls_are_counted_out_of_scope_and_torch_backend_apart():
     swoosh_l(x)
     swoosh_l(x)
     glu(x)
-    counts = _backend.gap_counts()
+    counts = ops.gap_counts()
     assert counts[("out_of_scope", "relu:cpu")] == 1
     assert counts[("out_of_scope", "swoosh_l:cpu")] == 2
     assert counts[("out_of_scope", "glu:cpu")] == 1
-    _backend.set_backend("torch")
+    ops.set_backend("torch")
     swoosh_r(x)
-    assert _backend.gap_counts()[("torch_backend", "swoosh_r")] == 1
+    assert ops.gap_counts()[("torch_backend", "swoosh_r")] == 1

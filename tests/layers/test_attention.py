@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from oasr.layers import attention as attention_mod
-from oasr.layers import gaps
 from oasr.layers.attention import Attention
+from oasr.ops import gaps
+from tests.helpers.routing import patch_routing
 
 
 def _reference(q, k, v, scale, kv_lens=None, kv_starts=None, causal=False, attn_mask=None):
@@ -169,7 +170,7 @@ def test_attention_routes_through_select_kernel(monkeypatch):
         seen.append((op, gap, len(tensors)))
         return lambda q, k, v, lens, starts, mask, scale, causal: torch.full((1,), scale)
 
-    monkeypatch.setattr(attention_mod, "select_kernel", fake_select)
+    patch_routing(monkeypatch, fake_select)
     q, k, v = _qkv(1, 2, 1, 3, 3, 4)
     assert Attention(2, 4, scale=0.5, causal=True)(q, k, v).item() == 0.5
     assert seen == [("attention", gaps.FMHA.id, 3)]

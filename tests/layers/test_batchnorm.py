@@ -10,8 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from oasr.layers import _backend, batchnorm, gaps
+from oasr import ops
 from oasr.layers.batchnorm import BatchNorm1d
+from oasr.ops import gaps
+from tests.helpers.routing import patch_routing
 
 TOLERANCES = {
     torch.float32: (1e-5, 1e-5),
@@ -86,7 +88,7 @@ def test_routes_with_the_documented_kernel_signature(monkeypatch):
         seen.append((op, gap, tensors[0].shape))
         return lambda *args: (seen.append(args[1:]), out)[1]
 
-    monkeypatch.setattr(batchnorm, "select_kernel", fake_select)
+    patch_routing(monkeypatch, fake_select)
     bn = BatchNorm1d(3, eps=1e-4)
     x = torch.randn(2, 3)
     assert bn(x) is out
@@ -98,6 +100,6 @@ def test_routes_with_the_documented_kernel_signature(monkeypatch):
 
 def test_cpu_calls_are_out_of_scope_and_the_gap_is_declared():
     BatchNorm1d(3)(torch.randn(2, 3))
-    assert _backend.gap_counts()[("out_of_scope", "batch_norm:cpu")] == 1
-    gap = _backend.KERNEL_GAPS["batch-norm"]
+    assert ops.gap_counts()[("out_of_scope", "batch_norm:cpu")] == 1
+    gap = ops.KERNEL_GAPS["batch-norm"]
     assert gap.what and "oasr.layers" in gap.fix

@@ -8,9 +8,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from oasr.layers import conv as conv_mod
-from oasr.layers import gaps
 from oasr.layers.conv import Conv1d, Conv2d, Conv2dActivation, DepthwiseConv1d
 from oasr.layers.quantizable import QuantizableConv
+from oasr.ops import gaps
+from tests.helpers.routing import patch_routing
 
 FP32 = {"atol": 1e-5, "rtol": 1e-5}
 BF16 = {"atol": 6e-2, "rtol": 6e-2}
@@ -276,7 +277,7 @@ def test_forward_routes_through_select_kernel(monkeypatch):
             return lambda x, w, b, pad, dil, mask, res, mask_out: torch.zeros(())
         return lambda x, w, b, stride, pad, dil, groups, act: torch.ones(())
 
-    monkeypatch.setattr(conv_mod, "select_kernel", fake_select)
+    patch_routing(monkeypatch, fake_select)
     c1 = Conv1d(3, 4, 3, padding=(2, 0))
     x = torch.randn(2, 5, 3, generator=_gen(18))
     torch.testing.assert_close(c1(x), c1.forward_native(x) + 1)

@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from oasr.layers import _backend, embedding
+from oasr import ops
 from oasr.layers.embedding import Embedding, VocabParallelEmbedding
+from tests.helpers.routing import patch_routing
 
 
 def _one_hot_lookup64(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -78,7 +79,7 @@ class _Recorder:
 
 def test_routes_table_first_so_the_table_decides_scope(monkeypatch):
     rec = _Recorder()
-    monkeypatch.setattr(embedding, "select_kernel", rec)
+    patch_routing(monkeypatch, rec)
     emb = Embedding(9, 4)
     ids = torch.tensor([[1, 2]])
     assert emb(ids) == "y"
@@ -90,4 +91,4 @@ def test_routes_table_first_so_the_table_decides_scope(monkeypatch):
 
 def test_cpu_call_is_counted_out_of_scope():
     Embedding(9, 4)(torch.tensor([1, 2]))
-    assert _backend.gap_counts() == {("out_of_scope", "embedding:cpu"): 1}
+    assert ops.gap_counts() == {("out_of_scope", "embedding:cpu"): 1}

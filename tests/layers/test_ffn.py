@@ -10,8 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from oasr.layers import _backend, ffn
+from oasr import ops
 from oasr.layers.ffn import FeedForward, GatedMLP
+from tests.helpers.routing import patch_routing
 from tests.layers.reference import ACT64, affine64, strided_inputs
 
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (5e-2, 5e-2)}
@@ -110,7 +111,7 @@ def test_gated_mlp_offers_gate_up_to_one_kernel_then_runs_down_proj(monkeypatch)
 
         return kernel
 
-    monkeypatch.setattr(ffn, "select_kernel", fake_select_kernel)
+    patch_routing(monkeypatch, fake_select_kernel, only=("gated_mlp",))
     mlp = GatedMLP(4, 8, activation="silu", bias=True)
     x = torch.randn(2, 4)
     y = mlp(x)
@@ -126,7 +127,7 @@ def test_quantized_gate_skips_the_fused_kernel(monkeypatch):
     def refuse(op, *tensors, gap):
         raise AssertionError("a quantized GatedMLP must not offer its float weights")
 
-    monkeypatch.setattr(ffn, "select_kernel", refuse)
+    patch_routing(monkeypatch, refuse, only=("gated_mlp",))
 
     class DoubleQuant:
         def apply(self, layer, x):
@@ -142,5 +143,5 @@ def test_quantized_gate_skips_the_fused_kernel(monkeypatch):
 def test_cpu_calls_are_counted_out_of_scope():
     GatedMLP(4, 8)(torch.randn(2, 4))
     FeedForward(4, 8)(torch.randn(2, 4))
-    assert _backend.gap_counts() == {("out_of_scope", "gated_mlp:cpu"): 1,
+    assert ops.gap_counts() == {("out_of_scope", "gated_mlp:cpu"): 1,
                                      ("out_of_scope", "linear:cpu"): 5}

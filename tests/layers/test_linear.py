@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from oasr.layers import _backend, linear
+from oasr import ops
 from oasr.layers.linear import (
     ColumnParallelLinear,
     Linear,
@@ -18,6 +18,7 @@ from oasr.layers.linear import (
     PointwiseConv1d,
     RowParallelLinear,
 )
+from tests.helpers.routing import patch_routing
 from tests.layers.reference import ACT64, affine64, strided_inputs
 
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 5e-2)}
@@ -100,7 +101,7 @@ def test_linear_routes_with_its_activation(monkeypatch):
         routed.append((op, tensors, gap))
         return lambda *args: ("kernel", args)
 
-    monkeypatch.setattr(linear, "select_kernel", fake_select_kernel)
+    patch_routing(monkeypatch, fake_select_kernel)
     x = torch.randn(2, 4)
     lin = LinearActivation(4, 3, "gelu_tanh")
     assert lin(x) == ("kernel", (x, lin.weight, lin.bias, "gelu_tanh"))
@@ -119,15 +120,15 @@ def test_quant_method_takes_over_the_forward():
     expected = -lin.forward_native(x)
     lin.quant_method = Negate()
     assert torch.equal(lin(x), expected)
-    assert _backend.gap_counts() == {}  # the quant method, not routing, served it
+    assert ops.gap_counts() == {}  # the quant method, not routing, served it
 
 
 def test_cuda_less_call_is_counted_out_of_scope():
-    _backend.reset_counts()
+    ops.reset_counts()
     x = torch.randn(2, 4)
     Linear(4, 3)(x)
     PointwiseConv1d(4, 3)(x.to(torch.bfloat16).float())
-    assert _backend.gap_counts() == {("out_of_scope", "linear:cpu"): 2}
-    _backend.set_backend("torch")
+    assert ops.gap_counts() == {("out_of_scope", "linear:cpu"): 2}
+    ops.set_backend("torch")
     Linear(4, 3)(x)
-    assert _backend.gap_counts()[("torch_backend", "linear")] == 1
+    assert ops.gap_counts()[("torch_backend", "linear")] == 1

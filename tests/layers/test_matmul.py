@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oasr.layers import gaps
-from oasr.layers import matmul as matmul_mod
 from oasr.layers.matmul import bmm
+from oasr.ops import gaps
+from tests.helpers.routing import patch_routing
 
 
 @pytest.mark.parametrize("n,m,k,p", [(1, 1, 1, 1), (3, 17, 5, 3), (2, 3, 17, 17)])
@@ -42,6 +42,6 @@ def test_bmm_routes_through_select_kernel(monkeypatch):
         seen.append((op, gap, len(tensors)))
         return lambda a, b: torch.zeros(1)
 
-    monkeypatch.setattr(matmul_mod, "select_kernel", fake_select)
+    patch_routing(monkeypatch, fake_select)
     assert bmm(torch.randn(1, 2, 2), torch.randn(1, 2, 2)).item() == 0
     assert seen == [("bmm", gaps.BMM.id, 2)]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from oasr.layers import _backend, norm
+from oasr import ops
 from oasr.layers.norm import (
     ESPNET_EPS,
     QWEN2_RMS_EPS,
@@ -21,6 +21,7 @@ from oasr.layers.norm import (
     LayerNorm,
     RMSNorm,
 )
+from tests.helpers.routing import patch_routing
 
 SIZES = (1, 3, 17, 129)
 TOLERANCES = {
@@ -219,7 +220,7 @@ class _Recorder:
 
 def test_norms_route_with_the_documented_kernel_signatures(monkeypatch):
     rec = _Recorder(result="y")
-    monkeypatch.setattr(norm, "select_kernel", rec)
+    patch_routing(monkeypatch, rec)
     x, r = torch.randn(2, 5), torch.randn(2, 5)
     ln, rms, bn = LayerNorm(5, eps=ESPNET_EPS), RMSNorm(5), BiasNorm(5)
     assert ln(x) == "y" and rms(x) == "y" and bn(x) == "y"
@@ -240,6 +241,6 @@ def test_passthrough_routes_the_plain_norm_and_counts_cpu_out_of_scope():
     x = torch.randn(2, 5)
     AddLayerNorm(5)(x)
     RMSNorm(5).forward_add(x, torch.randn(2, 5))
-    counts = _backend.gap_counts()
+    counts = ops.gap_counts()
     assert counts == {("out_of_scope", "layer_norm:cpu"): 1,
                       ("out_of_scope", "add_rms_norm:cpu"): 1}

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from oasr.layers import gaps
-from oasr.layers import pooling as pooling_mod
 from oasr.layers.pooling import AvgPool1d
+from oasr.ops import gaps
+from tests.helpers.routing import patch_routing
 
 FP32 = {"atol": 1e-6, "rtol": 1e-6}
 
@@ -89,6 +89,6 @@ def test_avg_pool1d_routes_through_select_kernel(monkeypatch):
         seen.append((op, gap))
         return lambda x, k, s, p, ceil, incl: torch.full((1,), float(k * 100 + s * 10 + p))
 
-    monkeypatch.setattr(pooling_mod, "select_kernel", fake_select)
+    patch_routing(monkeypatch, fake_select)
     assert AvgPool1d(3, 2, 1)(torch.randn(1, 4, 2)).item() == 321
     assert seen == [("avg_pool1d", gaps.AVG_POOL1D.id)]

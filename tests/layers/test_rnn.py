@@ -11,9 +11,9 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from oasr.layers import gaps
-from oasr.layers import rnn as rnn_mod
 from oasr.layers.rnn import LSTM, RNN
+from oasr.ops import gaps
+from tests.helpers.routing import patch_routing
 
 FP32 = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -157,7 +157,7 @@ def test_forward_routes_through_select_kernel(monkeypatch):
         seen.append((op, gap, tuple(tensors[0].shape)))
         return lambda x, h0, c0, lengths, weights, mode: (x, torch.zeros(len(weights)), c0)
 
-    monkeypatch.setattr(rnn_mod, "select_kernel", fake_select)
+    patch_routing(monkeypatch, fake_select)
     lstm = LSTM(3, 4, 2, bidirectional=True, batch_first=False)
     x = torch.randn(5, 2, 3)  # (T, B, C): the kernel is handed (B, T, C)
     c0 = torch.randn(4, 2, 4)

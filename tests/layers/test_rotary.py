@@ -11,7 +11,7 @@ import torch
 from transformers import Qwen2Config
 from transformers.models.qwen2 import modeling_qwen2 as hf
 
-from oasr.layers import _backend, rotary
+from oasr import ops
 from oasr.layers.rotary import (
     NeoxRotaryEmbedding,
     RotaryEmbedding,
@@ -19,6 +19,7 @@ from oasr.layers.rotary import (
     apply_rotary_pos_emb,
     precompute_freqs_cis,
 )
+from tests.helpers.routing import patch_routing
 
 
 def _hf_rotary(head_dim: int, base: float) -> hf.Qwen2RotaryEmbedding:
@@ -171,7 +172,7 @@ def test_rotations_route_with_the_documented_kernel_signatures(monkeypatch):
         routed.append((op, tensors, gap))
         return lambda *args: ("kernel", args)
 
-    monkeypatch.setattr(rotary, "select_kernel", fake_select_kernel)
+    patch_routing(monkeypatch, fake_select_kernel)
     q, k = torch.randn(1, 2, 3, 4), torch.randn(1, 1, 3, 4)
     cos, sin = NeoxRotaryEmbedding(4)(torch.arange(3))
     assert apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2) == (
@@ -189,5 +190,5 @@ def test_cpu_calls_are_counted_out_of_scope():
     q = torch.randn(1, 2, 3, 4)
     apply_rotary_pos_emb(q, q, cos, sin, unsqueeze_dim=0)  # (T, D) -> (1, T, D)
     apply_rotary_emb(q.transpose(1, 2), RotaryEmbedding(4)(torch.arange(3)))
-    assert _backend.gap_counts() == {("out_of_scope", "rotary_neox:cpu"): 1,
+    assert ops.gap_counts() == {("out_of_scope", "rotary_neox:cpu"): 1,
                                      ("out_of_scope", "rotary_complex:cpu"): 1}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oasr.layers import gaps
-from oasr.layers import softmax as softmax_mod
 from oasr.layers.softmax import MaskedSoftmax, masked_softmax
+from oasr.ops import gaps
+from tests.helpers.routing import patch_routing
 
 
 def _reference(scores, bias, mask_a, mask_b, dim=-1):
@@ -104,7 +104,7 @@ def test_masked_softmax_routes_through_select_kernel(monkeypatch):
         seen.append((op, gap, tensors[0].shape))
         return lambda s, b, ma, mb, dim: torch.full((1,), float(dim))
 
-    monkeypatch.setattr(softmax_mod, "select_kernel", fake_select)
+    patch_routing(monkeypatch, fake_select)
     scores = torch.randn(2, 3)
     assert masked_softmax(scores, dim=0).item() == 0
     assert MaskedSoftmax(dim=1)(scores).item() == 1

@@ -1,7 +1,7 @@
 """The ``ctc`` family: greedy or prefix beam search over CTC log-probs.
 
 The model's fused encoder + CTC head (``forward_offline``) hands over log-probs (B, T', V). On
-CUDA the search runs on the device (``oasr.kernels.ctc_cuda``, csrc/kernels/ctc/) and only the
+CUDA the search runs on the device (``oasr.kernels.ctc_cuda``, oasr/csrc/kernels/ctc/) and only the
 hypotheses come back, in one copy; a beam wider than the kernel serves is the declared gap
 ``ctc-beam-width`` and runs on the CPU, counted. On the CPU the search runs in ``oasr._C.ctc``
 (csrc/ctc/) with the GIL released, one row per thread up to torch's thread count. Both are
@@ -29,6 +29,11 @@ from oasr.engine.decode.base import DecodeStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.request import Request, RequestOutput
 from oasr.native import native
+from oasr.ops import CUDA, route
+
+# The GPU search registers when its binding is imported, at the first routed call.
+_CTC_SEARCH = route("ctc_prefix_beam", "ctc-beam-width", scope=CUDA,
+                    provider="oasr.kernels.ctc_cuda")
 
 
 @dataclass
@@ -85,23 +90,14 @@ def ctc_search(log_probs: np.ndarray, lens: np.ndarray, blank: int, beam_size: i
 
 def cuda_search(log_probs: torch.Tensor, lens: torch.Tensor | None, blank: int, beam_size: int,
                 blank_skip_threshold: float, nbest: int) -> list[list[Any]] | None:
-    """The search on the log-probs' CUDA device; ``None`` where the kernel does not serve it
-    (CPU tensors: out of scope; beams past the kernel or no CUDA toolchain to build it: the
-    declared gaps, counted)."""
-    if not log_probs.is_cuda:
+    """The search on the log-probs' CUDA device; ``None`` where the kernel does not serve it:
+    CPU tensors (out of scope), beams past the kernel or no CUDA toolchain to build it (the
+    declared gaps), ``OASR_LAYERS_BACKEND=torch``; every case counted by ``oasr.ops``."""
+    search = _CTC_SEARCH.select(log_probs, beam_size, nbest)
+    if search is None:
         return None
-    from oasr.kernels import ctc_cuda, jit
-    from oasr.layers import _backend
-
-    if not ctc_cuda.serves(beam_size, nbest):
-        _backend.count_gap(ctc_cuda.CTC_BEAM_WIDTH.id)
-        return None
-    if not jit.available():
-        _backend.count_gap(jit.CUDA_TOOLCHAIN.id)
-        return None
-    _backend.count_kernel("ctc_prefix_beam")
-    return ctc_cuda.decode_offline(log_probs, lens, blank=blank, beam_size=beam_size,
-                                   blank_skip_threshold=blank_skip_threshold, nbest=nbest)
+    return search(log_probs, lens, blank=blank, beam_size=beam_size,
+                  blank_skip_threshold=blank_skip_threshold, nbest=nbest)
 
 
 def best_of(row: Sequence[Any]) -> Any:

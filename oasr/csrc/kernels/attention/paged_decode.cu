@@ -1,6 +1,7 @@
-// libpaged_decode: decode-step paged attention (extern "C"; built by oasr/kernels/jit.py).
+// libpaged_decode: decode-step paged attention (extern "C"; built by oasr/kernels/jit.py from oasr/ops/build.py).
 #include "attention/paged_decode.cuh"
 #include "common/api.cuh"
+#include "common/signatures.cuh"
 
 using namespace oasr::kernels::attention;
 
@@ -58,3 +59,6 @@ OASR_API int oasr_paged_decode(const PagedDecodeArgs* args, int B, int D, int dt
   return dtype == 0 ? dispatch<__half>(*args, D, B, stream)
                     : dispatch<__nv_bfloat16>(*args, D, B, stream);
 }
+
+OASR_EXPORT_SIGNATURES(paged_decode, OASR_SIGNATURE(oasr_paged_decode_preload),
+                       OASR_SIGNATURE(oasr_paged_decode))

@@ -1,10 +1,11 @@
 // libfeatures_cuda: the feature frontends' launchers (extern "C", raw pointers, a stream last;
-// each returns a cudaError_t as int). Built on first use by oasr/kernels/jit.py; the FFT between
+// each returns a cudaError_t as int). Built by oasr/kernels/jit.py from its spec in oasr/ops/build.py; the FFT between
 // the framing and the mel kernels is cuFFT through torch.fft.rfft.
 #include <climits>
 #include <cstdint>
 
 #include "common/api.cuh"
+#include "common/signatures.cuh"
 #include "features/framing.cuh"
 #include "features/logmel.cuh"
 
@@ -178,3 +179,9 @@ OASR_API int oasr_features_whisper_normalize(float* feats, const unsigned* row_m
   }
   OASR_RETURN_LAST_ERROR();
 }
+
+OASR_EXPORT_SIGNATURES(features_cuda, OASR_SIGNATURE(oasr_features_kaldi_frames),
+                       OASR_SIGNATURE(oasr_features_whisper_frames),
+                       OASR_SIGNATURE(oasr_features_mel_log_f32),
+                       OASR_SIGNATURE(oasr_features_mel_log_f64),
+                       OASR_SIGNATURE(oasr_features_whisper_normalize))

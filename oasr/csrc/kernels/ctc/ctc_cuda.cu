@@ -1,8 +1,9 @@
 // libctc_cuda: the GPU CTC prefix beam search's launchers (extern "C", raw pointers, a stream;
-// each returns a cudaError_t as int). Built on first use by oasr/kernels/jit.py.
+// each returns a cudaError_t as int). Built by oasr/kernels/jit.py from its spec in oasr/ops/build.py.
 #include <cstdint>
 
 #include "common/api.cuh"
+#include "common/signatures.cuh"
 #include "ctc/beam_state.cuh"
 #include "ctc/prefix_beam.cuh"
 #include "ctc/topk.cuh"
@@ -265,3 +266,6 @@ OASR_API int oasr_ctc_finalize(const BeamPool* pool, const int32_t* slots, int r
                                            scores, tokens, frames, post_lp);
   OASR_RETURN_LAST_ERROR();
 }
+
+OASR_EXPORT_SIGNATURES(ctc_cuda, OASR_SIGNATURE(oasr_ctc_sizes), OASR_SIGNATURE(oasr_ctc_reset),
+                       OASR_SIGNATURE(oasr_ctc_chunk), OASR_SIGNATURE(oasr_ctc_finalize))

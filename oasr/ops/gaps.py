@@ -1,12 +1,53 @@
-"""The declared kernel gaps: in-scope calls (CUDA, fp16/bf16) that no OASR kernel serves yet.
+"""Declared kernel gaps: in-scope calls that no OASR kernel serves, named and counted.
 
-Each names the kernel that is missing and the layer that will close it. A gap is removed in
-the commit that lands its kernel; ``oasr gaps`` counts the calls that went through each.
+A ``KernelGap`` names what is missing and where the fix belongs. An in-scope call with no kernel
+must fall through a declared gap or it raises ``UndeclaredKernelGap``; ``oasr gaps`` counts the
+calls that went through each. A gap is removed in the commit that lands its kernel. The layers'
+gaps and the toolchain gap are declared here; a kernel binding declares the gaps of its own
+limits beside it (``features-large-fft``, ``ctc-beam-width``).
 """
 
 from __future__ import annotations
 
-from oasr.layers._backend import KernelGap, declare_gap
+from dataclasses import dataclass
+
+__all__ = ["KERNEL_GAPS", "KernelGap", "UndeclaredKernelGap", "declare_gap", "require_gap"]
+
+
+@dataclass(frozen=True)
+class KernelGap:
+    """A declared missing kernel: what is missing and which layer has to close it."""
+
+    id: str
+    what: str
+    fix: str
+
+
+class UndeclaredKernelGap(RuntimeError):
+    """An in-scope call has no kernel and no declared gap."""
+
+
+KERNEL_GAPS: dict[str, KernelGap] = {}
+
+
+def declare_gap(gap: KernelGap) -> KernelGap:
+    """Add ``gap`` to ``KERNEL_GAPS`` (idempotent for an equal declaration)."""
+    if gap.id in KERNEL_GAPS and KERNEL_GAPS[gap.id] != gap:
+        raise ValueError(f"kernel gap {gap.id!r} is already declared differently")
+    KERNEL_GAPS[gap.id] = gap
+    return gap
+
+
+def require_gap(gap_id: str, what: str = "") -> KernelGap:
+    """The declared gap ``gap_id``; raises ``UndeclaredKernelGap`` naming the fix."""
+    gap = KERNEL_GAPS.get(gap_id)
+    if gap is None:
+        raise UndeclaredKernelGap(
+            f"{what + ' has no kernel and ' if what else ''}kernel gap {gap_id!r} is not "
+            "declared; declare it in KERNEL_GAPS (oasr.ops.declare_gap) or add the kernel"
+        )
+    return gap
+
 
 GEMM = declare_gap(KernelGap(
     "gemm",
@@ -77,4 +118,11 @@ BATCH_NORM = declare_gap(KernelGap(
     "over (N, C) rows",
     "fold the running statistics into the preceding depthwise conv at load time, or a fused "
     "depthwise conv + batch norm + swish kernel, routed by oasr.layers.batchnorm",
+))
+CUDA_TOOLCHAIN = declare_gap(KernelGap(
+    id="cuda-toolchain",
+    what="OASR's CUDA kernels cannot be built here: no prebuilt library and nvcc is not found "
+         "(OASR_NVCC, CUDA_HOME, PATH, /usr/local/cuda); their calls run on torch (features, "
+         "attention) or on the CPU (the CTC search)",
+    fix="install the CUDA toolkit matching the driver, or set CUDA_HOME (or OASR_NVCC) to it",
 ))
