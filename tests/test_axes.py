@@ -7,6 +7,7 @@ import pytest
 from oasr.engine.decode import DecodeStrategy, build_decode_strategy, register_decode_strategy
 from oasr.engine.decode.registry import DECODE_STRATEGIES
 from oasr.models.interfaces import MissingCapabilityError, require_capability
+from oasr.models.whisper.config import WhisperConfig
 from oasr.vad import VADS, SpeechDetector, VadSpec, register_vad
 
 
@@ -14,16 +15,20 @@ class _Decoder:
     def prefill(self): ...
     def step(self): ...
     def select(self): ...
+    def forced_logits(self): ...
 
 
 class _AedModel:
     decoder = _Decoder()
+    config = WhisperConfig()
 
     def encode_offline(self): ...
 
 
 def test_require_capability_names_missing_members():
     class HalfModel:
+        config = WhisperConfig()
+
         def encode_offline(self): ...
 
     with pytest.raises(MissingCapabilityError) as err:

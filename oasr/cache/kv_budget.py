@@ -51,13 +51,19 @@ class DecoderCacheSpec:
 def resolve_kv_storage(requested: str, *, cuda: bool, greedy: bool, graphs: bool) -> str:
     """``dense`` or ``paged`` for ``requested`` (``auto`` | ``dense`` | ``paged``).
 
-    Beam search is always dense (its select repeats rows). ``auto`` pages exactly when decoder
-    steps will be captured (CUDA, graphs on, a decoder that supports them): paging alone is
-    the block-table indirection without the capture it pays for.
+    Beam search is dense (its select repeats rows); naming ``paged`` with it is refused.
+    ``auto`` pages exactly when decoder steps will be captured (CUDA, graphs on, a decoder
+    that supports them): paging alone is the block-table indirection without the capture it
+    pays for.
     """
     if requested not in KV_STORAGE_KINDS:
         raise ValueError(f"unknown kv_storage {requested!r}; valid: {', '.join(KV_STORAGE_KINDS)}")
     if not greedy:
+        if requested == "paged":
+            # A beam select repeats rows; a paged row's pages are its own, so it would alias.
+            raise ValueError("kv_storage='paged' cannot serve beam search (beam_size > 1): a "
+                             "beam grid repeats rows, and paged rows own their pages. Use "
+                             "kv_storage=auto or dense, or beam_size=1")
         return "dense"
     if requested == "auto":
         return "paged" if cuda and graphs else "dense"

@@ -24,6 +24,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from oasr import __version__
+
+        typer.echo(f"oasr {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                 help="Print the oasr version and exit."),
+) -> None:
+    """OASR: GPU-first speech recognition. Batch transcription, streaming, WER, benchmarks."""
+
+
 app.command("bench")(bench_command)
 app.command("convert")(convert_command)
 app.command("gaps")(gaps_command)

@@ -68,12 +68,13 @@ def convert_command(
     Exit codes: 0 written, 1 checkpoint refused, 2 bad input.
     """
     from oasr.models.bundle import BundleError, is_bundle
+    from oasr.models.catalog import resolve_model_name
     from oasr.models.converter import IncompleteCheckpointError
     from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
     from oasr.models.sources import SourceNotFoundError, resolve_source
 
     try:
-        path = resolve_source(src)
+        path = resolve_source(resolve_model_name(src))
     except SourceNotFoundError as e:
         _fail(str(e))
     typer.echo(f"source: {src}" + ("" if str(path) == src else f" -> {path}"))
@@ -135,8 +136,7 @@ def _resave_bundle(
     path: Path, dst: Path, dtype: DType | None, architecture: str | None, overwrite: bool
 ) -> None:
     """Copy the bundle at ``path`` to ``dst`` through ``write_bundle``, cast to ``dtype``."""
-    import torch
-
+    from oasr.dtypes import dtype_from_name
     from oasr.models.bundle import BundleError, read_bundle, write_bundle
 
     try:
@@ -165,7 +165,7 @@ def _resave_bundle(
         f"re-saving at {dtype.value}" if dtype else "copying it"))
     state = bundle.load_state_dict()
     if dtype is not None:
-        target = getattr(torch, dtype.value)
+        target = dtype_from_name(dtype.value)
         state = {k: t.to(target) if t.is_floating_point() else t for k, t in state.items()}
     try:
         write_bundle(

@@ -31,8 +31,9 @@ PARTITION_POLICIES: Registry[type[PartitionPolicy]] = Registry(
 
 for _name, _cls in (("fcfs", "FcfsPolicy"), ("sjf", "SjfPolicy"), ("bucket", "BucketPolicy")):
     BATCHING_POLICIES.register(_name, f"oasr.engine.policies:{_cls}")
-for _name, _cls in (("count", "CountPartition"), ("frames", "FramesPartition"),
-                    ("packing", "PackingPartition")):
+# No packed (unpadded, varlen) forward exists, so no partition packs: each micro-batch is
+# one padded forward.
+for _name, _cls in (("count", "CountPartition"), ("frames", "FramesPartition")):
     PARTITION_POLICIES.register(_name, f"oasr.engine.policies:{_cls}")
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# Tokens an AR decode generates per request at most, unless the engine or the request lowers it
+# (Whisper's 448 positions less its prompt leave room for 224, what openai-whisper samples).
+DEFAULT_MAX_NEW_TOKENS = 224
+
 
 @dataclass
 class EngineConfig:
@@ -30,7 +34,7 @@ class EngineConfig:
     max_tick_ms: float = 200.0
     max_decode_slots: int = 256
     decode_admit_window_ms: float = 0.0
-    max_new_tokens: int = 224
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     # CUDA: keep SDPA off cuDNN's backend (host-side plan building per shape; see ASREngine).
     avoid_cudnn_sdpa: bool = True
     # Decoder KV (AR families): where it lives and how much of it may be held.
@@ -57,8 +61,11 @@ class EngineConfig:
             raise ValueError("max_offline_pad_ratio must be >= 0")
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
-        if self.kv_storage not in ("auto", "dense", "paged"):
-            raise ValueError(f"kv_storage must be auto, dense or paged, got {self.kv_storage!r}")
+        from oasr.cache.kv_budget import KV_STORAGE_KINDS
+
+        if self.kv_storage not in KV_STORAGE_KINDS:
+            raise ValueError(f"kv_storage must be one of {', '.join(KV_STORAGE_KINDS)}, got "
+                             f"{self.kv_storage!r}")
         if self.kv_block_size < 1:
             raise ValueError(f"kv_block_size must be >= 1, got {self.kv_block_size}")
         if self.decode_kv_budget_gib < 0:
@@ -76,10 +83,8 @@ class EngineConfig:
     def resolve_dtype(self, device: str) -> Any:
         import torch
 
-        names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
-                 "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+        from oasr.dtypes import dtype_from_name
+
         if self.dtype == "auto":
             return torch.float16 if device.startswith("cuda") else torch.float32
-        if self.dtype not in names:
-            raise ValueError(f"unknown dtype {self.dtype!r}; valid: auto, {', '.join(names)}")
-        return names[self.dtype]
+        return dtype_from_name(self.dtype, extra=("auto",))

@@ -21,7 +21,7 @@ import torch
 from oasr.engine.batching import build_batching_policy, build_partition_policy
 from oasr.engine.config import EngineConfig
 from oasr.engine.decode import build_decode_strategy
-from oasr.engine.decode.options import family_defaults
+from oasr.engine.decode.registry import family_defaults
 from oasr.engine.input_processor import InputProcessor
 from oasr.engine.model_runner import ModelRunner
 from oasr.engine.request import Request, RequestOutput

@@ -1,4 +1,8 @@
-"""InputProcessor: request audio -> padded waveforms -> features, on the engine's device."""
+"""InputProcessor: request audio -> padded waveforms -> features, on the engine's device.
+
+Low-frame-rate stacking (``FeatureConfig.lfr_m`` / ``lfr_n``) is applied here, over whatever the
+extractor produced, so no frontend implements it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import torch
 
 from oasr.engine.request import Request
 from oasr.features import FeatureConfig, build_extractor
+from oasr.features.lfr import apply_lfr_batch
 
 
 class InputProcessor:
@@ -29,10 +34,11 @@ class InputProcessor:
         return self.config.sample_rate
 
     def cost(self, request: Request) -> int:
-        """Frames a request's forward costs: the fixed window for fixed-window frontends."""
+        """Frames a request's forward costs (after LFR stacking): the fixed window for
+        fixed-window frontends."""
         n = request.num_samples if self.window_samples is None else self.window_samples
         hop = self.config.sample_rate * self.config.frame_shift_ms / 1000.0
-        return int(np.ceil(n / hop))
+        return int(np.ceil(np.ceil(n / hop) / self.config.lfr_n))
 
     def check(self, request: Request) -> None:
         """Refuse audio this frontend cannot serve whole, at admission."""
@@ -46,7 +52,8 @@ class InputProcessor:
             )
 
     def __call__(self, requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> features (B, T', F) fp32 and their lengths (B,), on the engine's device."""
+        """-> features (B, T', F) fp32 and their lengths (B,), on the engine's device; with LFR,
+        (B, ceil(T' / lfr_n), lfr_m * F)."""
         lengths = [r.num_samples for r in requests]
         width = max(lengths) if self.window_samples is None else self.window_samples
         pin = self.device.type == "cuda"
@@ -57,4 +64,8 @@ class InputProcessor:
         lens = torch.tensor(lengths, dtype=torch.int64)
         wav = wav.to(self.device, non_blocking=pin)
         lens = lens.to(self.device, non_blocking=pin)
-        return self.spec.fn(wav, lens, self.config)
+        feats, feat_lens = self.spec.fn(wav, lens, self.config)
+        if self.config.lfr:
+            feats, feat_lens = apply_lfr_batch(feats, feat_lens, self.config.lfr_m,
+                                               self.config.lfr_n)
+        return feats, feat_lens

@@ -109,21 +109,3 @@ class FramesPartition(CountPartition):
         if cur:
             out.append(cur)
         return out
-
-
-class PackingPartition(CountPartition):
-    """First-fit decreasing into bins of ``max_batch_frames`` *unpadded* frames (packed forward)."""
-
-    def partition(self, requests: list[Any]) -> list[list[Any]]:
-        if self.max_batch_frames <= 0:
-            return super().partition(requests)
-        bins: list[tuple[int, list[Any]]] = []
-        for r in sorted(requests, key=self.cost, reverse=True):
-            c = self.cost(r)
-            for i, (used, members) in enumerate(bins):
-                if used + c <= self.max_batch_frames and len(members) < self.max_batch_size:
-                    bins[i] = (used + c, members + [r])
-                    break
-            else:
-                bins.append((c, [r]))
-        return [members for _, members in bins]

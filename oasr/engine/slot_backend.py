@@ -44,7 +44,10 @@ class SlotStreamingBackend(StreamingEncoderBackend):
         self.max_streams = max_streams
         self.pad_lane = max_streams
         # (max_streams + 1, *shape) per state; the last slot is the padding lane.
-        self.cache = [torch.zeros((max_streams + 1, *s.shape), dtype=s.dtype, device=self.device)
+        # SlotStateSpec or oasr.models.base.StreamingStateSpec (no batch_dim: batch first).
+        self._dims = [getattr(s, "batch_dim", 0) for s in self.specs]
+        self.cache = [torch.zeros((max_streams + 1, *s.shape), device=self.device,
+                                  dtype=getattr(s, "dtype", None) or torch.float32)
                       for s in self.specs]
         self.slot_of: dict[int, int] = {}
         self._free = list(range(max_streams - 1, -1, -1))
@@ -73,11 +76,10 @@ class SlotStreamingBackend(StreamingEncoderBackend):
     # -- the step -----------------------------------------------------------------------------
     def _step(self, idx: torch.Tensor, chunks: torch.Tensor, lens: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor]:
-        states = [c.index_select(0, idx).movedim(0, s.batch_dim)
-                  for c, s in zip(self.cache, self.specs)]
+        states = [c.index_select(0, idx).movedim(0, d) for c, d in zip(self.cache, self._dims)]
         out, out_lens, new = self.encoder.streaming_forward(chunks, lens, states)
-        for c, s, n in zip(self.cache, self.specs, new):
-            c.index_copy_(0, idx, n.movedim(s.batch_dim, 0).to(c.dtype))
+        for c, d, n in zip(self.cache, self._dims, new):
+            c.index_copy_(0, idx, n.movedim(d, 0).to(c.dtype))
             c[self.pad_lane].zero_()
         return out, out_lens
 

@@ -76,12 +76,26 @@ def register_streaming_backend(name: str):
 
 
 def build_streaming_backend(model: Any, **kwargs: Any) -> StreamingEncoderBackend:
-    kind = getattr(streaming_encoder(model), "streaming_kind", "none")
+    """The backend registered under ``model.encoder.streaming_kind``.
+
+    Raises:
+        ValueError: the kind is ``"none"``, the encoder's declaration is inconsistent with its
+            kind (``oasr.models.base.check_streaming_declaration``), naming what it lacks, or
+            the kind's runtime is not built (``paged``).
+    """
+    from oasr.models.base import check_streaming_declaration
+
+    encoder = streaming_encoder(model)
+    kind = getattr(encoder, "streaming_kind", "none")
     if kind == "none":
         raise ValueError(
             f"{type(model).__name__} has no chunk-wise encoder (streaming_kind='none'); "
             "streaming needs a model whose encoder declares a streaming kind"
         )
+    problems = check_streaming_declaration(encoder)
+    if problems:
+        raise ValueError(f"{type(encoder).__name__} declares streaming_kind={kind!r} "
+                         f"but lacks: {'; '.join(problems)}")
     if kind == "paged" and kind not in STREAMING_BACKENDS:
         raise ValueError(
             f"{type(model).__name__} declares streaming_kind='paged', whose runtime (K/V growing "

@@ -50,13 +50,18 @@ class ExtractorSpec:
 
 @dataclass
 class FeatureConfig:
-    """A materialized frontend configuration; ``feature_type`` names a registered extractor."""
+    """A materialized frontend configuration; ``feature_type`` names a registered extractor.
+
+    ``lfr_m`` / ``lfr_n``: low-frame-rate stacking (``oasr.features.lfr``), applied by the engine
+    over the extractor's output: ``lfr_m`` frames stacked every ``lfr_n``; 1 / 1 is off.
+    """
 
     feature_type: str
     sample_rate: int = 16000
     num_mel_bins: int = 80
     frame_shift_ms: float = 10.0
     frame_length_ms: float = 25.0
+    lfr_m: int = 1
     lfr_n: int = 1
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -66,6 +71,14 @@ class FeatureConfig:
         if self.feature_type not in EXTRACTORS:
             # Raises naming the registered kinds.
             EXTRACTORS.get(self.feature_type)
+        if self.lfr_m < 1 or self.lfr_n < 1:
+            raise ValueError(f"lfr_m and lfr_n must be >= 1, got lfr_m={self.lfr_m}, "
+                             f"lfr_n={self.lfr_n}")
+
+    @property
+    def lfr(self) -> bool:
+        """Whether low-frame-rate stacking applies (``lfr_m`` or ``lfr_n`` above 1)."""
+        return self.lfr_m > 1 or self.lfr_n > 1
 
     @property
     def spec(self) -> ExtractorSpec:

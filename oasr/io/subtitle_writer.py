@@ -1,4 +1,7 @@
-"""``--format srt|vtt``: one subtitle file per recording, written as rows finish, resumable.
+"""``--format srt|vtt|json|tsv``: one file per recording, written as rows finish, resumable.
+
+json and tsv are Whisper's per-recording layouts (``oasr.io.transcript_documents``); srt and
+vtt are cues built from the word timings. Everything below holds for all four.
 
 Where the files go (:func:`subtitle_output_path`): an ``-o`` path ending in the format's own
 extension (``talk.srt`` for srt) is that one file, for exactly one recording; any other path is a
@@ -29,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
+from oasr.io.transcript_documents import DOCUMENT_RENDERERS
 from oasr.io.writer import (
     _EXTENSIONS,
-    SUBTITLE_FORMATS,
+    RECORDING_FORMATS,
     OutputError,
     OutputRow,
     _fsync_replace,
@@ -49,7 +53,7 @@ __all__ = [
 ]
 
 INDEX_NAME = ".oasr-subtitles.jsonl"
-SUBTITLE_EXTENSIONS = {fmt: _EXTENSIONS[fmt] for fmt in SUBTITLE_FORMATS}
+SUBTITLE_EXTENSIONS = {fmt: _EXTENSIONS[fmt] for fmt in RECORDING_FORMATS}
 _FORMAT_OF = {ext: fmt for fmt, ext in _EXTENSIONS.items()}
 _MAX_STEM_BYTES = 160  # file names stop at 255 bytes; leave room for the suffix and extension
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
@@ -58,7 +62,8 @@ _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
 
 def _ext(fmt: str) -> str:
     if fmt not in SUBTITLE_EXTENSIONS:
-        raise OutputError(f"unknown subtitle format {fmt!r}; choose srt or vtt")
+        raise OutputError(f"unknown per-recording format {fmt!r}; choose one of "
+                          f"{', '.join(SUBTITLE_EXTENSIONS)}")
     return SUBTITLE_EXTENSIONS[fmt]
 
 
@@ -295,8 +300,12 @@ class SubtitleWriter:
         name = self._name_for(row.id)
         entry: dict[str, Any] = {"id": row.id, "file": name, "error": row.error}
         if row.error is None:
-            cues, timings = cues_for_row(row, self.cue_options)
-            _write_whole(self.folder / name, render(cues, self.fmt))
+            if self.fmt in DOCUMENT_RENDERERS:
+                text, timings = DOCUMENT_RENDERERS[self.fmt](row)
+            else:
+                cues, timings = cues_for_row(row, self.cue_options)
+                text = render(cues, self.fmt)
+            _write_whole(self.folder / name, text)
             entry["timings"] = timings
         self._append(entry)
         self._load()[name.casefold()] = entry

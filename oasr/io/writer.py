@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
+    "RECORDING_FORMATS",
     "SUBTITLE_FORMATS",
     "TABLE_FORMATS",
     "OutputError",
@@ -45,14 +46,18 @@ __all__ = [
 ]
 
 TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
-SUBTITLE_FORMATS = ("srt", "vtt")  # SubtitleWriter's: one file per recording
-FORMATS = TABLE_FORMATS + SUBTITLE_FORMATS
+SUBTITLE_FORMATS = ("srt", "vtt")
+# SubtitleWriter's: one file per recording (json/tsv rendered by oasr.io.transcript_documents).
+RECORDING_FORMATS = SUBTITLE_FORMATS + ("json", "tsv")
+FORMATS = TABLE_FORMATS + RECORDING_FORMATS
 _EXTENSIONS = {
     "parquet": ".parquet",
     "jsonl": ".jsonl",
     "txt": ".txt",
     "srt": ".srt",
     "vtt": ".vtt",
+    "json": ".json",
+    "tsv": ".tsv",
 }
 _PART_PREFIX = "part-"
 # Rows per Parquet row group in the final file: parts are small (flush_rows), the merged file
@@ -81,6 +86,8 @@ class OutputRow:
     finish_reason: str | None = None
     error: str | None = None
     passthrough: dict[str, Any] = field(default_factory=dict)
+    # Shown to the user (e.g. "the audio sounds like Spanish"), not written to the output.
+    warnings: list[str] = field(default_factory=list)
 
 
 def resolve_output_path(
@@ -96,7 +103,7 @@ def resolve_output_path(
     :func:`oasr.io.subtitle_writer.subtitle_output_path`."""
     if fmt not in _EXTENSIONS:
         raise OutputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if fmt in SUBTITLE_FORMATS:
+    if fmt in RECORDING_FORMATS:
         from oasr.io.subtitle_writer import subtitle_output_path
 
         return subtitle_output_path(out, fmt)
@@ -486,7 +493,7 @@ def open_writer(
     """The writer of ``fmt`` at ``path`` (from :func:`resolve_output_path`): an
     :class:`OutputWriter` for parquet/jsonl/txt, a ``SubtitleWriter`` for srt/vtt (which uses
     ``cue_options`` and refuses ``rows`` > 1 into one file; the others ignore both)."""
-    if fmt in SUBTITLE_FORMATS:
+    if fmt in RECORDING_FORMATS:
         from oasr.io.subtitle_writer import SubtitleWriter
 
         return SubtitleWriter(path, fmt, metadata=metadata, retry_errors=retry_errors,

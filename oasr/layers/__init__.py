@@ -12,6 +12,7 @@ from oasr.layers.linear import (
     LinearActivation,
     PointwiseConv1d,
     RowParallelLinear,
+    TiedLinear,
 )
 from oasr.layers.norm import (
     ESPNET_EPS,
@@ -36,5 +37,5 @@ __all__ = [
     "Gelu", "Glu", "LayerNorm", "Linear", "LinearActivation", "MaskedSoftmax",
     "NeoxRotaryEmbedding", "PointwiseConv1d", "QuantizableConv", "QuantizableGemm", "RMSNorm",
     "Relu", "RotaryEmbedding", "RowParallelLinear", "Sigmoid", "Swish", "SwooshL", "SwooshR",
-    "Tanh", "VocabParallelEmbedding", "apply_rotary_pos_emb",
+    "Tanh", "TiedLinear", "VocabParallelEmbedding", "apply_rotary_pos_emb",
 ]

@@ -81,6 +81,29 @@ class Linear(QuantizableGemm):
         return f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}{act}"
 
 
+class TiedLinear(Linear):
+    """A bias-free Linear whose weight is another module's ``weight``: a vocabulary projection
+    tied to its token embedding. x: (..., in) -> (..., out), ``out, in = tied.weight.shape``.
+
+    It owns no parameter, so a checkpoint holds the weight once, under the embedding's name;
+    the call is routed (and quantizable) like any ``Linear``.
+    """
+
+    def __init__(self, tied: nn.Module) -> None:
+        QuantizableGemm.__init__(self)
+        self.out_features, self.in_features = tied.weight.shape
+        # Held in a tuple so the module is not registered (and its weight not saved) twice.
+        self._tied = (tied,)
+        self.register_parameter("bias", None)
+
+    @property
+    def weight(self) -> torch.Tensor:  # type: ignore[override]
+        return self._tied[0].weight
+
+    def reset_parameters(self) -> None:
+        """Nothing of its own to initialise: the tied module owns the weight."""
+
+
 class ColumnParallelLinear(Linear):
     """A Linear whose output axis is the tensor-parallel shard axis (QKV, gate/up).
 

@@ -1,4 +1,9 @@
-"""Architectures and checkpoint formats (``oasr.models.registry``)."""
+"""Architectures and checkpoint formats (``oasr.models.registry``) and the model contract
+(``oasr.models.base``: ``BaseAsrModel``, ``BaseEncoder``, ``BaseDecoder``,
+``TransducerPredictor``, ``Joiner``), the latter imported on first access so listing the
+registry imports no torch."""
+
+from typing import Any
 
 from oasr.models.registry import (
     MODEL_REGISTRY,
@@ -12,10 +17,22 @@ from oasr.models.registry import (
 register_model("oasr.models.whisper:WHISPER", name="whisper")
 register_model("oasr.models.conformer:CONFORMER", name="conformer")
 
+_CONTRACT = ("BaseAsrModel", "BaseDecoder", "BaseEncoder", "Joiner", "TransducerPredictor")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CONTRACT:
+        from oasr.models import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'oasr.models' has no attribute {name!r}")
+
+
 __all__ = [
     "MODEL_REGISTRY",
     "ModelEntry",
     "build_model_from_checkpoint",
     "list_models",
     "register_model",
+    *_CONTRACT,
 ]

@@ -18,11 +18,13 @@ from typing import Any
 
 import torch
 
+from oasr.dtypes import dtype_from_name
 from oasr.features.spec import FeatureConfig
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = [
     "BaseCheckpointConverter",
+    "CorruptCheckpointFileError",
     "IncompleteCheckpointError",
     "LoadReport",
     "MappedWeights",
@@ -181,13 +183,30 @@ def whisper_logmel_features(n_mels: int) -> FeatureConfig:
     )
 
 
+class CorruptCheckpointFileError(ValueError):
+    """A checkpoint file exists but cannot be read as what it must be (a config that does not
+    parse); never read as absent, which would fall back to guessed defaults."""
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from ``path``, or ``None`` when the file is absent or not a JSON object."""
+    """A JSON object from ``path``, or ``None`` when the file is absent.
+
+    Raises:
+        CorruptCheckpointFileError: the file exists but is unreadable, is not JSON, or is not
+            a JSON object; the message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CorruptCheckpointFileError(f"{path} is not valid JSON ({exc}); repair or "
+                                         "replace the file") from exc
+    if not isinstance(data, dict):
+        raise CorruptCheckpointFileError(
+            f"{path} holds a JSON {type(data).__name__}, not an object; repair or replace it")
+    return data
 
 
 class BaseCheckpointConverter:
@@ -201,7 +220,6 @@ class BaseCheckpointConverter:
     architecture: str = ""
     source_format: str = ""
     default_checkpoint_name: str = ""
-    default_decode_type: str = "aed"
     detect_specificity: int = 0
     looks_for: str = ""
     # "module:Class" of the config ``build_config`` returns; recorded in bundles.
@@ -225,7 +243,10 @@ class BaseCheckpointConverter:
 
     # -- optional hooks ----------------------------------------------------------------------
     def build_decoding_defaults(self, config: Any, path: Path) -> dict[str, Any]:
-        return {"decode_type": self.default_decode_type}
+        """Checkpoint defaults of decode-family options, by option name (applied where the
+        family has the option, below the user's ``--decode-option``); none by default. The
+        family itself is the model class's to declare (``decode_families``)."""
+        return {}
 
     def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
         raise NotImplementedError(f"{type(self).__name__} does not declare a tokenizer")
@@ -297,9 +318,4 @@ class BaseCheckpointConverter:
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
-    names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
-             "fp16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16}
-    if dtype not in names:
-        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(names)}")
-    return names[dtype]
+    return dtype_from_name(dtype)

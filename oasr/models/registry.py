@@ -58,21 +58,33 @@ class CheckpointConverter(Protocol):
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One architecture: its model class, its converters and what it can decode.
+    """One architecture: its model class, its converters and its modes.
 
     ``model_cls`` and each converter may be a ``"module:attr"`` string, imported on first use.
+    What it decodes is the model class's ``decode_families`` (declared once, there).
     """
 
     name: str
     model_cls: Any
     converters: tuple[Any, ...] = ()
-    decode_families: tuple[str, ...] = ()
     modes: tuple[str, ...] = ("offline",)
     description: str = ""
     source_formats: tuple[str, ...] = field(default=())
 
     def load_model_cls(self) -> type:
-        return _resolve(self.model_cls)
+        """The model class (imported on first use); it must subclass ``BaseAsrModel``."""
+        from oasr.models.base import BaseAsrModel
+
+        cls = _resolve(self.model_cls)
+        if not (isinstance(cls, type) and issubclass(cls, BaseAsrModel)):
+            raise TypeError(f"architecture {self.name!r}: {cls!r} is not a BaseAsrModel "
+                            "subclass; derive the model from oasr.models.BaseAsrModel")
+        return cls
+
+    @property
+    def decode_families(self) -> tuple[str, ...]:
+        """The families the model class declares (imports it), the first being the default."""
+        return self.load_model_cls().decode_families
 
     def load_converters(self) -> list[CheckpointConverter]:
         out = []

@@ -16,6 +16,17 @@ class TokenizerSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+REPLACEMENT_CHAR = "\ufffd"  # what a decoder renders for an unfinished UTF-8 sequence
+
+
+@dataclass
+class PrefixDecodeState:
+    """The default ``decode_incremental`` state: the ids so far and the text handed out."""
+
+    ids: list[int] = field(default_factory=list)
+    emitted: str = ""
+
+
 class Tokenizer:
     """Base tokenizer. ``token_pieces`` must concatenate to exactly ``decode(ids)``."""
 
@@ -31,24 +42,38 @@ class Tokenizer:
     def vocab_size(self) -> int:
         raise NotImplementedError
 
-    def decode_incremental(self, ids: Sequence[int], state: Any = None) -> tuple[str, Any]:
+    def decode_incremental(self, ids: Sequence[int], state: Any = None
+                           ) -> tuple[str, PrefixDecodeState]:
         """Render the text ``ids`` append to what ``state`` has rendered so far.
 
-        The default re-decodes the prefix (quadratic); kinds whose rendering is piece-local or
-        anchored override it. Returns (new text, new state); ``state`` is the ids so far.
+        The default re-decodes the whole sequence (quadratic); kinds whose rendering is
+        piece-local or anchored override it. Text ending in an unfinished character
+        (``"\ufffd"``) is held back until the id completing it arrives, so every returned
+        text is an append: joined with ``flush_incremental`` it equals ``decode(ids)``.
+
+        Raises:
+            ValueError: ``decode`` of the longer sequence changes text already rendered (not an
+                unfinished character): such a kind must override this method.
         """
-        prev: list[int] = list(state or [])
-        before = self.decode(prev)
-        now = prev + list(ids)
-        after = self.decode(now)
-        if not after.startswith(before):
-            # A multi-byte piece completed or merged: the caller sees the whole rewrite.
-            return after[len(before):] if len(after) >= len(before) else "", now
-        return after[len(before):], now
+        prev = state if isinstance(state, PrefixDecodeState) else PrefixDecodeState()
+        now = PrefixDecodeState(prev.ids + list(ids), prev.emitted)
+        stable = self.decode(now.ids).rstrip(REPLACEMENT_CHAR)
+        if not stable.startswith(prev.emitted):
+            raise ValueError(
+                f"{type(self).__name__}.decode rewrites text already rendered "
+                f"({prev.emitted!r} -> {stable!r}); override decode_incremental for this "
+                "tokenizer kind"
+            )
+        piece = stable[len(prev.emitted):]
+        now.emitted = prev.emitted + piece
+        return piece, now
 
     def flush_incremental(self, state: Any) -> str:
-        """At the end of a stream: text ``decode_incremental`` held back (none, by default)."""
-        return ""
+        """At the end of a stream: text ``decode_incremental`` held back (an unfinished
+        character the stream never completed renders as ``decode`` renders it)."""
+        if not isinstance(state, PrefixDecodeState) or not state.ids:
+            return ""
+        return self.decode(state.ids)[len(state.emitted):]
 
     def token_pieces(self, ids: Sequence[int]) -> list[str]:
         """One string per id; ``"".join(token_pieces(ids)) == decode(ids)`` exactly.

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from tokenizers import AddedToken, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as Backend
 
-from oasr.tokenizers.base import Tokenizer, TokenizerSpec
+from oasr.tokenizers.base import REPLACEMENT_CHAR, Tokenizer, TokenizerSpec
 
 __all__ = [
     "BYTE_OF_CHAR",
@@ -36,7 +36,6 @@ __all__ = [
     "load_backend",
 ]
 
-REPLACEMENT_CHAR = "\ufffd"
 _T = TypeVar("_T", bound="HuggingFaceTokenizer")
 
 # Roles a spec's ``files`` may name. ``tokenizer_json`` wins; otherwise a GPT-2 style byte-level

@@ -25,11 +25,10 @@ from typing import Any, TypeVar
 
 import sentencepiece as spm
 
-from oasr.tokenizers.base import Tokenizer, TokenizerSpec
+from oasr.tokenizers.base import REPLACEMENT_CHAR, Tokenizer, TokenizerSpec
 
 __all__ = ["REPLACEMENT_CHAR", "SentencePieceState", "SentencePieceTokenizer", "ModelFlags"]
 
-REPLACEMENT_CHAR = "\ufffd"
 WORD_START = "\u2581"  # "▁"
 _T = TypeVar("_T", bound="SentencePieceTokenizer")
 

@@ -22,6 +22,7 @@ from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manifest
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
+from oasr.transcribe.fallback import TemperatureFallback
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
@@ -41,6 +42,13 @@ class TranscribeOptions:
     task: str | None = None
     window_s: float | None = None  # default: the model's fixed window
     word_timestamps: bool = False
+    # Called on each finished row (e.g. language_check.LanguageCheck); may add out.warnings.
+    row_check: Callable[[ManifestRow, OutputRow], Any] | None = None
+    # Whisper's temperature fallback (oasr.transcribe.fallback); None: one decode per window.
+    fallback: TemperatureFallback | None = None
+    # Called after each settled window of a long recording with (row id, seconds settled,
+    # the recording's duration or None), so progress moves within a recording.
+    on_window: Callable[[str, float, float | None], Any] | None = None
 
 
 @dataclass
@@ -68,9 +76,12 @@ class _RowState:
     reader: ForwardAudio
     decoding: DecodingOptions
     long: bool = False
+    expected_s: float | None = None  # a long recording's duration from its header, if known
     seek: int = 0  # sample where the window in flight starts
     window_len: int = 0  # samples in the window in flight
     index: int = 0
+    attempt: int = 0  # index into the fallback temperatures of the window in flight
+    retries: int = 0  # windows of this row decoded again at a higher temperature
     outs: list[RequestOutput] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
     words: list[dict[str, Any]] = field(default_factory=list)
@@ -103,6 +114,18 @@ def _summary_row(state: _RowState, duration: float) -> OutputRow:
                      segments=state.segments if state.long else None, confidence=confidence,
                      duration=duration, language=language, finish_reason=reason, error=None,
                      passthrough=row.passthrough)
+
+
+def _header_duration(row: ManifestRow) -> float | None:
+    """The recording's (or its segment's) duration from the file header, for progress."""
+    from oasr.audio import audio_info
+
+    if row.duration is not None:
+        return row.duration
+    try:
+        return max(audio_info(row.audio).duration - row.offset, 0.0)
+    except (AudioDecodeError, OSError, ValueError):
+        return None
 
 
 class Transcriber:
@@ -154,7 +177,10 @@ class Transcriber:
 
     def _finish(self, state: _RowState) -> None:
         self.active.pop(state.row.id, None)
-        self.ready.append((_summary_row(state, state.reader.total / self.sr), state.row.text))
+        out = _summary_row(state, state.reader.total / self.sr)
+        if self.options.row_check is not None:
+            self.options.row_check(state.row, out)
+        self.ready.append((out, state.row.text))
 
     def _next_window(self, state: _RowState, seek: int) -> None:
         """Submit the window starting at ``seek``, or finish the row when the audio ends."""
@@ -175,6 +201,8 @@ class Transcriber:
                 return
             if seek == 0:
                 state.long = more
+                if more and self.options.on_window is not None:
+                    state.expected_s = _header_duration(row)
             if more and not self.resumes:
                 audio = audio[:quiet_cut(audio, self.sr)]
             state.seek, state.window_len = seek, len(audio)
@@ -184,8 +212,14 @@ class Transcriber:
                 self._finish(state)
                 return
             seek += len(audio)
-        request = Request(f"{row.id}\x1fw{state.index}", audio,
-                          replace(state.decoding, timestamps=state.long and self.resumes),
+        decoding = replace(state.decoding, timestamps=state.long and self.resumes)
+        fallback = self.options.fallback
+        if fallback is not None:
+            temperature = fallback.temperatures[state.attempt]
+            decoding = replace(decoding, temperature=temperature,
+                               seed=fallback.window_seed(row.id, state.index, state.attempt)
+                               if temperature > 0 else None)
+        request = Request(f"{row.id}\x1fw{state.index}", audio, decoding,
                           metadata={"row": row.id, "window": state.index})
         state.index += 1
         try:
@@ -200,13 +234,21 @@ class Transcriber:
         if out.error:
             self._fail(state, f"{state.row.source}: {out.error}")
             return
+        fallback = self.options.fallback
+        if fallback is not None and fallback.retry(out, state.attempt):
+            state.attempt += 1
+            state.retries += 1
+            self._next_window(state, state.seek)  # the same window, one temperature up
+            return
+        state.attempt = 0
         state.outs.append(out)
         start = state.seek / self.sr
         window_end = (state.seek + state.window_len) / self.sr
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
-        state.words += [{"word": w.word, "start": shift + start + w.start,
-                         "end": shift + min(start + w.end, window_end),
+        # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
+        state.words += [{"word": w.word, "start": round(shift + start + w.start, 3),
+                         "end": round(shift + min(start + w.end, window_end), 3),
                          "confidence": w.confidence} for w in out.words or []]
         if not state.long:
             self._finish(state)
@@ -215,12 +257,14 @@ class Transcriber:
             out.segments = [(0.0, state.window_len / self.sr, out.text)]
         for seg_start, seg_end, text in out.segments or []:
             end = window_end if seg_end is None else min(start + seg_end, window_end)
-            state.segments.append({"start": shift + start + seg_start, "end": shift + end,
-                                   "text": text})
+            state.segments.append({"start": round(shift + start + seg_start, 3),
+                                   "end": round(shift + end, 3), "text": text})
         state.texts.append(out.text)
         advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
         if out.resume_at is not None and out.words:
             advance = self._resume_before_onset(state, out, advance)
+        if self.options.on_window is not None:
+            self.options.on_window(state.row.id, max(advance, 1) / self.sr, state.expected_s)
         self._next_window(state, state.seek + max(advance, 1))
 
     def _resume_before_onset(self, state: _RowState, out: RequestOutput, advance: int) -> int:
@@ -269,8 +313,10 @@ class Transcriber:
 
 
 def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWriter,
-               on_row: Callable[[OutputRow, RunStats], Any] | None = None) -> RunStats:
-    """Transcribe every row not already in ``writer``'s output; returns the run's figures."""
+               on_row: Callable[[OutputRow, RunStats], Any] | None = None,
+               transcriber: Transcriber | None = None) -> RunStats:
+    """Transcribe every row not already in ``writer``'s output; returns the run's figures.
+    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``)."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -285,7 +331,7 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start, dispatched = time.perf_counter(), ops.snapshot()
     try:
-        for out, ref in Transcriber(engine, options).run(todo()):
+        for out, ref in (transcriber or Transcriber(engine, options)).run(todo()):
             writer.write(out)
             stats.rows += 1
             stats.audio_s += out.duration or 0.0

@@ -283,11 +283,17 @@ def test_paged_cross_reads_the_window_as_dense_does():
     ("auto", False, True, False, "dense"),
     ("auto", True, False, False, "dense"),
     ("paged", False, True, False, "paged"),
-    ("paged", True, False, False, "dense"),
+    ("dense", True, False, False, "dense"),
     ("dense", True, True, True, "dense"),
 ])
 def test_resolve_kv_storage(requested, cuda, greedy, graphs, want):
     assert resolve_kv_storage(requested, cuda=cuda, greedy=greedy, graphs=graphs) == want
+
+
+def test_paged_named_with_beam_search_is_refused():
+    # Before: it silently became dense.
+    with pytest.raises(ValueError, match="kv_storage='paged' cannot serve beam search"):
+        resolve_kv_storage("paged", cuda=True, greedy=False, graphs=False)
 
 
 def test_resolve_kv_storage_refuses_an_unknown_kind():

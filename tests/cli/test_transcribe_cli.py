@@ -281,8 +281,9 @@ def test_nemo_jsonl_manifest(bundle, clips, tmp_path):
     result = transcribe(bundle, manifest, "-o", out)
     assert result.exit_code == 0, result.output
     rows = rows_of(out)
-    assert [r["id"] for r in rows] == ["nemo-0", "nemo-1"]
+    assert [r["id"] for r in rows] == [e["audio_filepath"] for e in entries]
     for r, e in zip(rows, entries, strict=True):
+        assert r["audio_filepath"] == e["audio_filepath"]
         assert r["error"] is None and r["text"]
         assert r["duration"] == pytest.approx(e["duration"], abs=1e-3)
         assert (r["lang"], r["utt_no"]) == (e["lang"], e["utt_no"])

@@ -53,6 +53,31 @@ def test_bad_values_and_validate():
         resolve_options(FooOptions, {"beam_size": "0"})
 
 
+@pytest.mark.parametrize("key,value", [
+    ("beam_size", 4.7), ("beam_size", True), ("beam_size", None), ("weight", False),
+    ("fused", 1), ("heads", (1, 2.5)), ("heads", 3), ("nbest", 2.0),
+])
+def test_non_string_values_are_type_checked(key, value):
+    # Before: a Python value passed through unchecked, so beam_size=4.7 built.
+    with pytest.raises(ValueError, match=f"decode option {key}=.*expected"):
+        resolve_options(FooOptions, {key: value})
+
+
+def test_non_string_values_of_the_right_type_pass():
+    opts = resolve_options(FooOptions, {"beam_size": 3, "weight": 1, "fused": False,
+                                        "heads": [4], "nbest": None})
+    assert opts.beam_size == 3 and opts.weight == 1.0 and isinstance(opts.weight, float)
+    assert opts.fused is False and opts.heads == (4,) and opts.nbest is None
+
+
+def test_legacy_values_are_type_checked():
+    class BadLegacy:
+        foo_beam_size = 2.5
+
+    with pytest.raises(ValueError, match="beam_size=2.5"):
+        resolve_options(FooOptions, legacy_source=BadLegacy())
+
+
 def test_family_without_options_refuses_overrides():
     assert resolve_options(None) is None
     with pytest.raises(KeyError, match="takes no options"):

@@ -55,13 +55,10 @@ def test_frames_partition_bounds_padded_frames():
     assert sorted(x for b in batches for x in b) == [20, 50, 60, 100, 100, 200]
 
 
-def test_packing_partition_bounds_unpadded_frames():
-    p = build_partition_policy("packing", cost=cost, max_batch_size=8, max_batch_frames=200)
-    batches = p.partition([150, 50, 120, 80, 30, 60])
-    for b in batches:
-        assert sum(b) <= 200
-    assert sorted(x for b in batches for x in b) == [30, 50, 60, 80, 120, 150]
-    assert len(batches) == 3  # 150+50, 120+80, 60+30
+def test_no_partition_promises_a_packed_forward():
+    # Every micro-batch is one padded forward; a packing partition would assume a varlen one.
+    with pytest.raises(UnknownNameError, match="valid: count, frames"):
+        build_partition_policy("packing", cost=cost, max_batch_size=8)
 
 
 def test_unknown_policy_lists_valid():

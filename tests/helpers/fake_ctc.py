@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from oasr.features import FeatureConfig
+from oasr.models.base import BaseAsrModel, BaseEncoder
 from oasr.models.loader import LoadedModel
 from oasr.tokenizers.base import Tokenizer
 
@@ -56,7 +57,7 @@ class FakeCtcConfig:
     vocab_size: int = VOCAB
 
 
-class FakeEncoder(nn.Module):
+class FakeEncoder(BaseEncoder):
     subsampling_rate = SUBSAMPLING
 
     def __init__(self, hidden: int) -> None:
@@ -77,8 +78,10 @@ class Calls:
     attention: list[dict[str, Any]] = field(default_factory=list)
 
 
-class FakeCtcModel(nn.Module):
-    default_decode_type = "ctc"
+class FakeCtcModel(BaseAsrModel):
+    decode_families = ("ctc", "ctc_aed_rescoring")
+    encoder: FakeEncoder
+    config: FakeCtcConfig
 
     def __init__(self, seed: int = 0, hidden: int = 16, sharpness: float = 4.0,
                  blank_bias: float = 1.5) -> None:

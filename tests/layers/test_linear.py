@@ -132,3 +132,20 @@ def test_cuda_less_call_is_counted_out_of_scope():
     ops.set_backend("torch")
     Linear(4, 3)(x)
     assert ops.gap_counts()[("torch_backend", "linear")] == 1
+
+
+def test_tied_linear_routes_over_the_tied_weight(monkeypatch):
+    from oasr.layers import Embedding, TiedLinear
+
+    emb = Embedding(11, 4)
+    proj = TiedLinear(emb)
+    assert (proj.in_features, proj.out_features) == (4, 11) and proj.bias is None
+    assert list(proj.parameters()) == [] and proj.state_dict() == {}
+    x = torch.randn(2, 3, 4)
+    assert torch.equal(proj(x), torch.matmul(x, emb.weight.t()))
+    assert ops.gap_counts() == {("out_of_scope", "linear:cpu"): 1}
+    emb.to(torch.bfloat16)  # follows the embedding it is tied to
+    assert proj.weight.dtype == torch.bfloat16 and proj.weight is emb.weight
+    routed = []
+    patch_routing(monkeypatch, lambda op, *t, gap: routed.append((op, gap)) or (lambda *a: a))
+    assert proj(x)[1] is emb.weight and routed == [("linear", "gemm")]

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from oasr.engine.config import DEFAULT_MAX_NEW_TOKENS
 from oasr.engine.decode.alignment import fill_word_timings
 from oasr.engine.decode.attention_align import align_rows
 from oasr.engine.decode.incremental import ArRow, GreedyGroup, IncrementalArStrategy
@@ -29,6 +30,7 @@ from oasr.engine.decode.timestamp_rules import (
     apply_timestamp_rules,
     window_result,
 )
+from oasr.engine.decoder_graph import DEFAULT_MAX_CAPTURES
 from oasr.engine.request import Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 from oasr.native import native
@@ -52,8 +54,9 @@ class AedOptions:
     use_step_graphs: bool = option(True, doc="Replay greedy decoder steps from CUDA graphs "
                                              "(CUDA and paged KV only; kv_storage=auto pages "
                                              "exactly when this is on). Off: eager steps.")
-    step_graph_max_captures: int = option(64, doc="Decoder-step graphs kept at most; a new "
-                                                  "step shape past it runs eager.")
+    step_graph_max_captures: int = option(
+        DEFAULT_MAX_CAPTURES, doc="Decoder-step graphs kept at most; a new step shape past it "
+                                  "runs eager.")
     pause_snap_db: float = option(40.0, doc="Word timings: move token spans off pauses "
                                             "(frames this many dB under the audio's loud "
                                             "frames for >= 0.3 s); 0: raw DTW spans.")
@@ -91,7 +94,7 @@ class AedDecodeStrategy(IncrementalArStrategy):
         # Device copies, made once: a host->device copy per step would synchronise it.
         self._suppress_on: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
         # A row reserves the full SOT sequence plus the engine's cap (what _max_new allows).
-        engine_cap = self.engine_config.max_new_tokens if self.engine_config else 224
+        engine_cap = self._engine_cap
         sot = len(cfg.sot_sequence)
         self.setup_decoder_kv(sot + min(engine_cap, cfg.max_target_positions - sot),
                               greedy=self.options.beam_size == 1)
@@ -126,11 +129,15 @@ class AedDecodeStrategy(IncrementalArStrategy):
             raise ValueError(f"n_best={decoding.n_best} exceeds beam_size="
                              f"{self.options.beam_size}; raise beam_size")
 
+    @property
+    def _engine_cap(self) -> int:
+        cfg = self.engine_config
+        return cfg.max_new_tokens if cfg is not None else DEFAULT_MAX_NEW_TOKENS
+
     def _max_new(self, decoding: Any) -> int:
         """The request's cap: it lowers the engine's and the decoder's, never raises them (a
         larger request is clamped and ends with finish_reason "length")."""
-        engine_cap = self.engine_config.max_new_tokens if self.engine_config else 224
-        cap = min(engine_cap, self.cfg.max_target_positions - len(self.cfg.sot_sequence))
+        cap = min(self._engine_cap, self.cfg.max_target_positions - len(self.cfg.sot_sequence))
         return cap if decoding.max_new_tokens is None else min(cap, decoding.max_new_tokens)
 
     # -- prefill --------------------------------------------------------------------------
@@ -357,8 +364,11 @@ class AedDecodeStrategy(IncrementalArStrategy):
             for p in probs:
                 total += p
             conf = total / len(probs)
+        # Whisper's avg_logprob: the mean over the generated tokens (end of text excluded).
+        avg_logprob = sum(logps) / len(logps) if logps else None
         return RequestOutput(
             request_id=row.request.request_id, text=text, token_ids=tokens,
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,
-            segments=segments, resume_at=resume, metadata=row.request.metadata,
+            avg_logprob=avg_logprob, segments=segments, resume_at=resume,
+            metadata=row.request.metadata,
         )

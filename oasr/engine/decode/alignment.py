@@ -29,13 +29,13 @@ class FrameClock:
     def resolve(cls, model: Any, feature_config: Any) -> FrameClock | None:
         """``None`` when any of the three numbers is not declared (timings are then refused:
         a wrong seconds-per-frame gives spans uniformly off by a constant factor)."""
-        shift = getattr(feature_config, "frame_shift_ms", None)
-        lfr = getattr(feature_config, "lfr_n", None)
-        encoder = getattr(model, "encoder", None)
-        rate = getattr(encoder, "subsampling_rate", None)
-        if not shift or not lfr or not rate:
+        if feature_config is None:
             return None
-        return cls(float(shift) * int(lfr) * int(rate) / 1000.0)
+        rate = model.encoder.subsampling_rate
+        if not feature_config.frame_shift_ms or not rate:
+            return None
+        return cls(float(feature_config.frame_shift_ms) * int(feature_config.lfr_n) * int(rate)
+                   / 1000.0)
 
     def seconds(self, frame: float) -> float:
         return frame * self.seconds_per_frame

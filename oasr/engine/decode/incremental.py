@@ -22,14 +22,15 @@ Decoder KV storage (``setup_decoder_kv``): ``dense`` or ``paged`` on the engine'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 
 from oasr.cache.kv_budget import DecoderKvBudget, resolve_kv_storage
+from oasr.engine.config import EngineConfig
 from oasr.engine.decode.base import DecodeStrategy
 from oasr.engine.decode.sampling import RowSampling, select_next_tokens
-from oasr.engine.decoder_graph import DEFAULT_MAX_CAPTURES, DecoderStepGraphs
+from oasr.engine.decoder_graph import DecoderStepGraphs
 from oasr.engine.request import Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 
@@ -107,13 +108,32 @@ def trailing_repeats(tokens: list[int], max_period: int = 16) -> tuple[int, int]
 CUDA_EOS_CHECK_INTERVAL = 8
 
 
+@runtime_checkable
+class IncrementalArOptions(Protocol):
+    """The knobs every incremental family's options dataclass declares (``AedOptions``)."""
+
+    eos_check_interval: int  # host reads of the end flags every n steps; 0: by device
+    merge_groups: bool
+    repetition_guard: int  # 0: off
+    compact_fraction: float
+    use_step_graphs: bool
+    step_graph_max_captures: int
+
+
 class IncrementalArStrategy(DecodeStrategy):
     """Group bookkeeping, the budget loop and row retirement for label-synchronous AR."""
 
     incremental: ClassVar[bool] = True
     consumes = "hidden"
 
+    options: IncrementalArOptions
+
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
+        if not isinstance(options, IncrementalArOptions):
+            missing = [n for n in IncrementalArOptions.__annotations__
+                       if not hasattr(options, n)]
+            raise TypeError(f"{type(self).__name__}: its options ({type(options).__name__}) "
+                            f"lack the incremental-family knobs {missing}")
         super().__init__(model, options, **kwargs)
         self.groups: list[Any] = []
         self._finished: list[RequestOutput] = []
@@ -144,7 +164,7 @@ class IncrementalArStrategy(DecodeStrategy):
 
     # -- options shared by incremental families -------------------------------------------
     def _resolve_eos_check_interval(self) -> int:
-        n = int(getattr(self.options, "eos_check_interval", 1))
+        n = self.options.eos_check_interval
         if n > 0:
             return n
         # 0: by device. A finished row idles (feeding EOS) until the next check: cheap on a GPU,
@@ -154,15 +174,15 @@ class IncrementalArStrategy(DecodeStrategy):
 
     @property
     def merge_groups(self) -> bool:
-        return bool(getattr(self.options, "merge_groups", True))
+        return self.options.merge_groups
 
     @property
     def repetition_guard(self) -> int:
-        return int(getattr(self.options, "repetition_guard", 0))
+        return self.options.repetition_guard
 
     @property
     def compact_fraction(self) -> float:
-        return float(getattr(self.options, "compact_fraction", 0.25))
+        return self.options.compact_fraction
 
     # -- decoder KV storage, admission budget and step graphs -----------------------------
     def setup_decoder_kv(self, row_positions: int, greedy: bool) -> None:
@@ -174,30 +194,28 @@ class IncrementalArStrategy(DecodeStrategy):
         decoder declares ``supports_step_graphs``; they capture only paged states.
         """
         decoder = self.model.decoder
-        cfg = self.engine_config
+        cfg = self.engine_config if self.engine_config is not None else EngineConfig()
         param = next(decoder.parameters(), None)
         device = param.device if param is not None else torch.device("cpu")
         dtype = param.dtype if param is not None else torch.float32
         cuda = device.type == "cuda"
-        graphs = (greedy and cuda and bool(getattr(self.options, "use_step_graphs", True))
-                  and bool(getattr(decoder, "supports_step_graphs", False)))
-        storage = resolve_kv_storage(getattr(cfg, "kv_storage", "auto"), cuda=cuda,
-                                     greedy=greedy, graphs=graphs)
-        spec = getattr(decoder, "cache_spec", None)
+        graphs = (greedy and cuda and self.options.use_step_graphs
+                  and decoder.supports_step_graphs)
+        storage = resolve_kv_storage(cfg.kv_storage, cuda=cuda, greedy=greedy, graphs=graphs)
+        spec = decoder.cache_spec
         if storage == "paged" and spec is None:
             raise ValueError(f"kv_storage='paged': {type(decoder).__name__} declares no "
                              "cache_spec, so its KV cannot be paged")
-        budget = float(getattr(cfg, "decode_kv_budget_gib", 0.0))
+        budget = float(cfg.decode_kv_budget_gib)
         self.kv_storage = storage
         if spec is not None and (storage == "paged" or budget > 0):
             self.kv_budget = DecoderKvBudget(
                 spec, storage, row_positions, budget_gib=budget,
-                block_size=int(getattr(cfg, "kv_block_size", 16)),
-                max_rows=int(getattr(cfg, "max_decode_slots", 256)), device=device, dtype=dtype,
+                block_size=cfg.kv_block_size, max_rows=cfg.max_decode_slots, device=device,
+                dtype=dtype,
             )
         if graphs and storage == "paged":
-            self.step_graphs = DecoderStepGraphs(int(getattr(
-                self.options, "step_graph_max_captures", DEFAULT_MAX_CAPTURES)))
+            self.step_graphs = DecoderStepGraphs(self.options.step_graph_max_captures)
 
     @property
     def kv_pool(self) -> Any:
@@ -337,9 +355,7 @@ class IncrementalArStrategy(DecodeStrategy):
             g.emitted[i] = True
         self.after_finish(g, finished, outs)
         self._finished += outs
-        release = getattr(g.state, "release_rows", None)
-        if release is not None:
-            release(finished)  # paged: the blocks are free for admission now
+        g.state.release_rows(finished)  # paged: the blocks are free for admission now
         live = [i for i, e in enumerate(g.emitted) if not e]
         if not live:
             del self.groups[gi]

@@ -50,8 +50,8 @@ def coerce_option(options_cls: type, key: str, value: Any) -> Any:
             f"unknown decode option {key!r} for {options_cls.__name__}; valid: {', '.join(names)}"
         )
     tp, optional = _unwrap_optional(hints[key])
-    if not isinstance(value, str):
-        return value
+    if not isinstance(value, str) or tp is str:
+        return _check_value(key, hints[key], tp, optional, value)
     text = value.strip()
     if optional and text.lower() in ("none", "null"):
         return None
@@ -77,6 +77,47 @@ def coerce_option(options_cls: type, key: str, value: Any) -> Any:
     )
 
 
+def _check_value(key: str, hint: Any, tp: Any, optional: bool, value: Any) -> Any:
+    """A Python value for ``key``, checked against its annotation (an int field takes an int,
+    a float field an int or a float, never a bool); returned converted where lossless."""
+    def refuse() -> ValueError:
+        return ValueError(f"decode option {key}={value!r}: expected {hint}, got "
+                          f"{type(value).__name__}")
+
+    if value is None:
+        if optional:
+            return None
+        raise refuse()
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise refuse()
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise refuse()
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise refuse()
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise refuse()
+    origin = typing.get_origin(tp)
+    if origin in (tuple, list):
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        if not isinstance(value, (tuple, list)):
+            raise refuse()
+        if len(args) == 1:
+            items = [_check_value(key, hint, args[0], False, v) for v in value]
+            return tuple(items) if origin is tuple else items
+        return value
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise refuse()
+    return value
+
+
 def parse_decode_option(text: str) -> tuple[str, str]:
     """Split ``"k=v"``; the value stays a string until the family's dataclass types it."""
     key, sep, value = text.partition("=")
@@ -99,24 +140,17 @@ def resolve_options(options_cls: type | None, overrides: dict[str, Any] | None =
     for f in dataclasses.fields(options_cls):
         legacy = f.metadata.get("legacy")
         if legacy and legacy_source is not None and hasattr(legacy_source, legacy):
-            values[f.name] = getattr(legacy_source, legacy)
+            values[f.name] = coerce_option(options_cls, f.name, getattr(legacy_source, legacy))
     for key, value in overrides.items():
         values[key] = coerce_option(options_cls, key, value)
     opts = options_cls(**values)
-    validate = getattr(opts, "validate", None)
-    if callable(validate):
-        validate()
+    if isinstance(opts, ValidatedOptions):
+        opts.validate()
     return opts
 
 
-def family_defaults(family: str, checkpoint: dict[str, Any] | None,
-                    overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """The options a family is built with: the checkpoint's defaults that name one of its
-    options (e.g. WeNet's ``rescoring_reverse_weight`` from train.yaml), then ``overrides``."""
-    from oasr.engine.decode.registry import DECODE_STRATEGIES
+@typing.runtime_checkable
+class ValidatedOptions(typing.Protocol):
+    """An options dataclass that checks its values together once they are resolved."""
 
-    cls = DECODE_STRATEGIES.get(family).options_cls
-    names = {f.name for f in dataclasses.fields(cls)} if cls is not None else set()
-    merged = {k: v for k, v in (checkpoint or {}).items() if k in names}
-    merged.update(overrides or {})
-    return merged
+    def validate(self) -> None: ...

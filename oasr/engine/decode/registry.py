@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from oasr.engine.decode.base import DecodeStrategy
+from oasr.engine.decode.options import resolve_options
 from oasr.models.interfaces import require_capability
 from oasr.registry import Registry
 
@@ -39,10 +41,19 @@ def build_decode_strategy(name: str, model: Any, options: Any = None,
     ``options`` may be the family's options object or a dict of overrides (typed and checked
     against the family's ``options_cls``); ``kwargs`` (tokenizer, engine_config) pass through.
     """
-    from oasr.engine.decode.options import resolve_options
-
     cls = DECODE_STRATEGIES.get(name)
     require_capability(model, cls.capability or name)
     if options is None or isinstance(options, dict):
         options = resolve_options(cls.options_cls, options, kwargs.get("engine_config"))
     return cls(model, options, **kwargs)
+
+
+def family_defaults(family: str, checkpoint: dict[str, Any] | None,
+                    overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The options a family is built with: the checkpoint's defaults that name one of its
+    options (e.g. WeNet's ``rescoring_reverse_weight`` from train.yaml), then ``overrides``."""
+    cls = DECODE_STRATEGIES.get(family).options_cls
+    names = {f.name for f in dataclasses.fields(cls)} if cls is not None else set()
+    merged = {k: v for k, v in (checkpoint or {}).items() if k in names}
+    merged.update(overrides or {})
+    return merged

@@ -27,7 +27,11 @@ from oasr.models.conformer.config import (
     SUBSAMPLING_LAYERS,
     ConformerConfig,
 )
-from oasr.models.converter import BaseCheckpointConverter, MappedWeights
+from oasr.models.converter import (
+    BaseCheckpointConverter,
+    CorruptCheckpointFileError,
+    MappedWeights,
+)
 from oasr.tokenizers.base import TokenizerSpec
 from oasr.tokenizers.symbol_table import read_symbol_table
 
@@ -76,15 +80,26 @@ _POINTWISE = re.compile(r"\.conv_module\.pointwise_conv[12]\.weight$")
 
 
 def read_train_yaml(folder: Path) -> dict[str, Any] | None:
-    """WeNet's training config from ``folder/train.yaml``, or ``None`` when absent or not a
-    mapping."""
+    """WeNet's training config from ``folder/train.yaml``, or ``None`` when it is absent.
+
+    Raises:
+        CorruptCheckpointFileError: the file exists but does not parse as a YAML mapping; the
+            message names it.
+    """
     import yaml
 
-    try:
-        data = yaml.safe_load((Path(folder) / CONFIG_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
+    path = Path(folder) / CONFIG_NAME
+    if not path.is_file():
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CorruptCheckpointFileError(f"{path} is not valid YAML ({exc}); repair or "
+                                         "replace the file") from exc
+    if not isinstance(data, dict):
+        raise CorruptCheckpointFileError(
+            f"{path} holds a YAML {type(data).__name__}, not a mapping; repair or replace it")
+    return data
 
 
 def _units_file(folder: Path) -> Path | None:
@@ -109,7 +124,6 @@ class WenetConformerConverter(BaseCheckpointConverter):
     architecture = "conformer"
     source_format = "wenet"
     default_checkpoint_name = "final.pt"
-    default_decode_type = "ctc"
     detect_specificity = 10
     looks_for = ("train.yaml with 'encoder: conformer' beside a .pt checkpoint (final.pt) and "
                  "units.txt or tokens.txt")
@@ -300,8 +314,11 @@ class WenetConformerConverter(BaseCheckpointConverter):
             return  # the load report names the missing buffers
         try:
             from oasr.features.cmvn import load_global_cmvn
-        except ImportError:
-            return
+        except ImportError as exc:
+            raise ImportError(
+                f"reading the global CMVN stats {found} needs oasr.features.cmvn, which failed "
+                f"to import ({exc}); reinstall oasr with its dependencies (numpy, torch)"
+            ) from exc
         mean, istd = load_global_cmvn(found)
         out.put("encoder.global_cmvn.mean", torch.as_tensor(mean, dtype=torch.float32),
                 str(found))
@@ -327,10 +344,7 @@ class WenetConformerConverter(BaseCheckpointConverter):
         return TokenizerSpec(kind="symbol_table", files={"units": units.name})
 
     def build_decoding_defaults(self, config: ConformerConfig, path: Path) -> dict[str, Any]:
-        # Keys other than decode_type name decode-family options (applied where the family
-        # has the option, below the user's --decode-option).
-        return {"decode_type": self.default_decode_type,
-                "rescoring_reverse_weight": config.reverse_weight}
+        return {"rescoring_reverse_weight": config.reverse_weight}
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.architecture}/{self.source_format}, "

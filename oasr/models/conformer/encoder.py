@@ -24,6 +24,7 @@ from oasr.layers.conv import DepthwiseConv1d
 from oasr.layers.ffn import FeedForward
 from oasr.layers.linear import PointwiseConv1d
 from oasr.layers.norm import LayerNorm
+from oasr.models.base import BaseEncoder
 from oasr.models.conformer.attention import RelPositionMultiHeadedAttention
 from oasr.models.conformer.config import ConformerConfig
 from oasr.models.conformer.subsampling import Conv2dSubsampling, subsampled_lengths
@@ -126,7 +127,7 @@ def chunk_mask(frames: int, chunk: int, device: torch.device) -> torch.Tensor:
     return (idx[None, :] < ends[:, None])[None, None]
 
 
-class ConformerEncoder(nn.Module):
+class ConformerEncoder(BaseEncoder):
     """Features (B, T, F) + lengths -> hidden (B, T', d_model) + lengths (B,)."""
 
     streaming_kind = "none"

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from oasr.layers.linear import Linear
+from oasr.models.base import BaseAsrModel, SmoothingGroup
 from oasr.models.conformer.config import ConformerConfig
 from oasr.models.conformer.decoder import BiTransformerDecoder, TransformerDecoder
 from oasr.models.conformer.encoder import ConformerEncoder
@@ -38,25 +39,36 @@ class CtcHead(nn.Module):
         return self.ctc_lo(hidden)
 
 
-class ConformerModel(nn.Module):
+class ConformerModel(BaseAsrModel):
     """Conformer for the ``ctc`` and ``ctc_aed_rescoring`` families."""
 
-    default_decode_type = "ctc"
+    decode_families = ("ctc", "ctc_aed_rescoring")
+    encoder: ConformerEncoder
+    # Teacher-forced rescoring decoders, not the incremental BaseDecoder surface.
+    decoder: TransformerDecoder | BiTransformerDecoder  # type: ignore[assignment]
+    config: ConformerConfig
 
     def __init__(self, cfg: ConformerConfig) -> None:
         super().__init__()
         self.config = cfg
         self.encoder = ConformerEncoder(cfg)
         self.ctc = CtcHead(cfg.d_model, cfg.vocab_size)
-        self.decoder: TransformerDecoder | BiTransformerDecoder
         if cfg.decoder == "bitransformer":
             self.decoder = BiTransformerDecoder(cfg)
         else:
             self.decoder = TransformerDecoder(cfg, cfg.decoder_layers)
 
-    @classmethod
-    def from_config(cls, cfg: ConformerConfig) -> ConformerModel:
-        return cls(cfg)
+    def encoder_options(self) -> dict[str, Any]:
+        """``offline_chunk``: the chunk mask a static-chunk model keeps offline (0: none)."""
+        return {"offline_chunk": self.encoder.offline_chunk}
+
+    def quantization_layout(self) -> tuple[SmoothingGroup, ...]:
+        """Per encoder layer, the attention's q/k/v (one normed input)."""
+        return tuple(
+            SmoothingGroup(f"encoder.encoders.{i}.self_attn.qkv", tuple(
+                f"encoder.encoders.{i}.self_attn.linear_{p}" for p in "qkv"))
+            for i in range(len(self.encoder.encoders))
+        )
 
     # -- CTC ----------------------------------------------------------------------------------
     def encode_offline(self, features: torch.Tensor,
@@ -157,12 +169,3 @@ class ConformerModel(nn.Module):
         logp = F.log_softmax(logits.float(), dim=-1)
         picked = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return picked.masked_fill(~valid, 0.0).sum(-1)
-
-    # -- weights ------------------------------------------------------------------------------
-    def load_weights(self, state_dict: dict[str, Any], strict: bool = True) -> None:
-        missing, unexpected = self.load_state_dict(state_dict, strict=False)
-        if strict and (missing or unexpected):
-            raise ValueError(
-                f"Conformer weights do not match the model: missing {sorted(missing)}, "
-                f"unexpected {sorted(unexpected)}"
-            )

@@ -15,7 +15,6 @@ WHISPER = ModelEntry(
         "oasr.models.whisper.converters:HfWhisperConverter",
         "oasr.models.whisper.converters:Ct2WhisperConverter",
     ),
-    decode_families=("aed",),
     modes=("offline",),
     source_formats=("hf", "ctranslate2", "native"),
     description="OpenAI Whisper: log-mel conv + transformer encoder, autoregressive decoder",

@@ -151,7 +151,6 @@ def _tokenizer_spec(folder: Path, roles: dict[str, str], specials: dict[str, int
 
 class _WhisperConverter(BaseCheckpointConverter):
     architecture = "whisper"
-    default_decode_type = "aed"
     config_class = "oasr.models.whisper.config:WhisperConfig"
 
     def expected_shapes(self, config: WhisperConfig) -> dict[str, tuple[int, ...]]:

@@ -26,8 +26,10 @@ from oasr.layers.activation import Gelu
 from oasr.layers.attention import Attention
 from oasr.layers.conv import Conv1d
 from oasr.layers.embedding import Embedding
-from oasr.layers.linear import Linear, LinearActivation
+from oasr.layers.linear import Linear, LinearActivation, TiedLinear
+from oasr.layers.matmul import bmm
 from oasr.layers.norm import LayerNorm
+from oasr.models.base import BaseAsrModel, BaseDecoder, BaseEncoder, SmoothingGroup
 from oasr.models.whisper.config import WhisperConfig
 
 LN_EPS = 1e-5
@@ -88,7 +90,7 @@ class WhisperEncoderLayer(nn.Module):
         return x + self.fc2(self.fc1(self.final_layer_norm(x)))
 
 
-class WhisperEncoder(nn.Module):
+class WhisperEncoder(BaseEncoder):
     """Log-mel (B, 2 * P, n_mels) -> hidden (B, P, d_model), P = max_source_positions."""
 
     streaming_kind = "none"
@@ -143,7 +145,7 @@ class WhisperDecoderLayer(nn.Module):
         return x + self.fc2(self.fc1(self.final_layer_norm(x)))
 
 
-class WhisperDecoder(nn.Module):
+class WhisperDecoder(BaseDecoder):
     """The batched incremental surface: ``prefill`` / ``step`` / ``select``."""
 
     # A step over a paged state reads only pool addresses and the state's tables and lengths,
@@ -161,6 +163,9 @@ class WhisperDecoder(nn.Module):
             for _ in range(cfg.decoder_layers)
         )
         self.layer_norm = LayerNorm(d, eps=LN_EPS)
+        # The vocabulary projection, tied to the embedding (HF's proj_out): the largest GEMM of
+        # every step, so it goes through the waist like every other projection.
+        self.proj_out = TiedLinear(self.embed_tokens)
 
     @property
     def max_positions(self) -> int:
@@ -174,7 +179,7 @@ class WhisperDecoder(nn.Module):
                                 self.cfg.max_source_positions)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(self.layer_norm(x), self.embed_tokens.weight.t())
+        return self.proj_out(self.layer_norm(x))
 
     def _run(self, tokens: torch.Tensor, state: AedState) -> torch.Tensor:
         """tokens (B, S) at each row's next positions -> hidden (B, S, C); advances lens."""
@@ -292,8 +297,11 @@ class WhisperDecoder(nn.Module):
                 att = layer.encoder_attn
                 q = att.split(att.q_proj(h))
                 idx = torch.tensor(wanted[i], device=q.device)
-                qk = torch.matmul(q.index_select(1, idx).float(),
-                                  cross_k[i].index_select(1, idx).float().transpose(-1, -2))
+                qh = q.index_select(1, idx).float()  # (R, h, S, D)
+                kh = cross_k[i].index_select(1, idx).float()  # (R, h, T_enc, D)
+                rows, nh, _, d = qh.shape
+                qk = bmm(qh.reshape(rows * nh, s, d),
+                         kh.reshape(rows * nh, -1, d).transpose(1, 2)).view(rows, nh, s, -1)
                 for j, head in enumerate(wanted[i]):
                     scores[(i, head)] = qk[:, j] * att.head_dim ** -0.5
             if i == last:
@@ -303,22 +311,19 @@ class WhisperDecoder(nn.Module):
         return torch.stack([scores[(int(lay), int(hd))] for lay, hd in heads], dim=1)
 
 
-class WhisperModel(nn.Module):
+class WhisperModel(BaseAsrModel):
     """Whisper for the ``aed`` family: ``encode_offline`` + ``decoder``."""
+
+    decode_families = ("aed",)
+    encoder: WhisperEncoder
+    decoder: WhisperDecoder
+    config: WhisperConfig
 
     def __init__(self, cfg: WhisperConfig) -> None:
         super().__init__()
         self.config = cfg
         self.encoder = WhisperEncoder(cfg)
         self.decoder = WhisperDecoder(cfg)
-
-    @classmethod
-    def from_config(cls, cfg: WhisperConfig) -> WhisperModel:
-        return cls(cfg)
-
-    @property
-    def default_decode_type(self) -> str:
-        return "aed"
 
     def encode_offline(self, features: torch.Tensor,
                        lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -330,10 +335,21 @@ class WhisperModel(nn.Module):
         return self.encoder(features)
 
     def load_weights(self, state_dict: dict[str, Any], strict: bool = True) -> None:
-        sd = {k: v for k, v in state_dict.items() if k != "proj_out.weight"}
-        missing, unexpected = self.load_state_dict(sd, strict=False)
-        if strict and (missing or unexpected):
-            raise ValueError(
-                f"Whisper weights do not match the model: missing {sorted(missing)}, "
-                f"unexpected {sorted(unexpected)}"
-            )
+        # HF's proj_out.weight is the embedding again (decoder.proj_out is tied to it).
+        super().load_weights({k: v for k, v in state_dict.items() if k != "proj_out.weight"},
+                             strict)
+
+    def quantization_layout(self) -> tuple[SmoothingGroup, ...]:
+        """Per layer, the projections reading one normed input: self-attention q/k/v and fc1;
+        in the decoder also the cross-attention query (its k/v read the encoder output)."""
+        groups: list[SmoothingGroup] = []
+        for side, layers in (("encoder", self.encoder.layers), ("decoder", self.decoder.layers)):
+            for i in range(len(layers)):
+                pre = f"{side}.layers.{i}"
+                groups.append(SmoothingGroup(f"{pre}.qkv", tuple(
+                    f"{pre}.self_attn.{p}_proj" for p in "qkv")))
+                groups.append(SmoothingGroup(f"{pre}.fc1", (f"{pre}.fc1",)))
+                if side == "decoder":
+                    groups.append(SmoothingGroup(f"{pre}.cross_q",
+                                                 (f"{pre}.encoder_attn.q_proj",)))
+        return tuple(groups)

@@ -224,6 +224,12 @@ def test_decode_options_are_checked_at_construction(tiny):
     with pytest.raises(ValueError, match="repetition_guard"):
         ASREngine(EngineConfig(device="cpu", decode_options={"repetition_guard": 1}),
                   loaded=tiny.loaded)
+    with pytest.raises(ValueError, match="expected <class 'int'>, got float"):
+        ASREngine(EngineConfig(device="cpu", decode_options={"beam_size": 4.7}),
+                  loaded=tiny.loaded)
+    with pytest.raises(ValueError, match="kv_storage='paged' cannot serve beam search"):
+        ASREngine(EngineConfig(device="cpu", kv_storage="paged",
+                               decode_options={"beam_size": 2}), loaded=tiny.loaded)
 
 
 # -- sampling -----------------------------------------------------------------------------------

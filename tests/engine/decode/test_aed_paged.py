@@ -158,19 +158,21 @@ def test_storage_resolution_on_a_cpu(tiny_eos):
     assert auto.kv_storage == "dense" and auto.step_graphs is None and auto.kv_budget is None
     paged = strategy(kv_storage="paged")
     assert paged.kv_storage == "paged" and paged.step_graphs is None  # graphs need CUDA
-    beam = strategy(kv_storage="paged", decode_options={"beam_size": 2})
-    assert beam.kv_storage == "dense"  # beams repeat rows, so they stay dense
+    beam = strategy(decode_options={"beam_size": 2})
+    assert beam.kv_storage == "dense"  # beams repeat rows, so auto keeps them dense
+    with pytest.raises(ValueError, match="kv_storage='paged' cannot serve beam search"):
+        strategy(kv_storage="paged", decode_options={"beam_size": 2})
     with pytest.raises(ValueError, match="kv_storage"):
         EngineConfig(kv_storage="pages").validate()
 
 
-def test_beam_search_under_a_paged_config_stays_dense_and_budgeted(tiny_eos):
+def test_beam_search_under_auto_storage_is_the_dense_decode(tiny_eos):
     audio = _audio(4, 90)
     n = 10
     base = run_engine(tiny_eos.loaded, audio, max_batch_size=4, max_new_tokens=n,
-                      decode_options={"beam_size": 2})
+                      kv_storage="dense", decode_options={"beam_size": 2})
     outs = run_engine(tiny_eos.loaded, audio, max_batch_size=4, max_new_tokens=n,
-                      kv_storage="paged", decode_options={"beam_size": 2})
+                      kv_storage="auto", decode_options={"beam_size": 2})
     assert _ids(outs) == _ids(base)
 
 

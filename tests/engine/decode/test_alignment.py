@@ -250,17 +250,19 @@ def test_emission_spans_tile_to_the_utterance_end():
 
 
 def test_frame_clock_needs_all_three_numbers():
-    class Enc:
+    from oasr.features import FeatureConfig
+    from oasr.models.base import BaseEncoder
+
+    class Enc(BaseEncoder):
         subsampling_rate = 2
 
     class Model:
         encoder = Enc()
 
-    class Feat:
-        frame_shift_ms = 10.0
-        lfr_n = 1
-
-    assert FrameClock.resolve(Model(), Feat()).seconds_per_frame == pytest.approx(0.02)
+    feat = FeatureConfig("fbank", frame_shift_ms=10.0)
+    assert FrameClock.resolve(Model(), feat).seconds_per_frame == pytest.approx(0.02)
+    lfr = FeatureConfig("fbank", frame_shift_ms=10.0, lfr_m=7, lfr_n=6)
+    assert FrameClock.resolve(Model(), lfr).seconds_per_frame == pytest.approx(0.12)
     assert FrameClock.resolve(Model(), None) is None
-    Model.encoder = object()
-    assert FrameClock.resolve(Model(), Feat()) is None
+    Model.encoder = BaseEncoder()  # declares no subsampling rate
+    assert FrameClock.resolve(Model(), feat) is None

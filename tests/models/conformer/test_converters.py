@@ -256,18 +256,37 @@ def test_checkpoint_without_cmvn_buffers_uses_the_stats_file(tmp_path):
     _edit_checkpoint(folder, lambda sd: (sd.pop("encoder.global_cmvn.mean"),
                                          sd.pop("encoder.global_cmvn.istd")))
     cfg = conv.build_config(folder)
-    try:
-        import oasr.features.cmvn  # noqa: F401
-    except ImportError:
-        # Without the stats reader the load report names the buffers it lacks.
-        with pytest.raises(IncompleteCheckpointError, match="encoder.global_cmvn.mean"):
-            conv.load_checked(folder, cfg)
-        return
     tensors, report = conv.load_checked(folder, cfg)
     assert report.mapped["encoder.global_cmvn.mean"].endswith("global_cmvn")
     # WeNet filled its buffers from the same file.
     for key in ("encoder.global_cmvn.mean", "encoder.global_cmvn.istd"):
         torch.testing.assert_close(tensors[key], raw[key], atol=1e-5, rtol=1e-5)
+
+
+def test_cmvn_reader_that_fails_to_import_raises_naming_the_fix(tmp_path, monkeypatch):
+    import sys
+
+    conv = WenetConformerConverter()
+    folder = _copy("u2pp_conv2d4", tmp_path)
+    _edit_checkpoint(folder, lambda sd: (sd.pop("encoder.global_cmvn.mean"),
+                                         sd.pop("encoder.global_cmvn.istd")))
+    cfg = conv.build_config(folder)
+    monkeypatch.setitem(sys.modules, "oasr.features.cmvn", None)  # import now fails
+    with pytest.raises(ImportError, match="global CMVN stats .*global_cmvn.*reinstall"):
+        conv.load_checked(folder, cfg)
+
+
+@pytest.mark.parametrize("text", ["encoder: [conformer\n", "- a list\n- not a mapping\n"])
+def test_corrupt_train_yaml_is_an_error_naming_the_file(tmp_path, text):
+    from oasr.models.converter import CorruptCheckpointFileError
+
+    folder = _copy("u2pp_conv2d4", tmp_path)
+    (folder / "train.yaml").write_text(text)
+    for call in (WenetConformerConverter().detect, WenetConformerConverter().build_config):
+        with pytest.raises(CorruptCheckpointFileError, match=r"train\.yaml"):
+            call(folder)
+    (folder / "train.yaml").unlink()
+    assert not WenetConformerConverter().detect(folder)  # absent is not corrupt
 
 
 # -- bundles -------------------------------------------------------------------------------
@@ -282,7 +301,7 @@ def test_convert_writes_a_bundle_that_loads_back(tmp_path):
     assert bundle.architecture == "conformer"
     assert bundle.build_model_config() == conv.build_config(U2PP)
     assert bundle.provenance["source_format"] == "wenet"
-    assert bundle.decoding_defaults == {"decode_type": "ctc", "rescoring_reverse_weight": 0.3}
+    assert bundle.decoding_defaults == {"rescoring_reverse_weight": 0.3}
     assert bundle.tokenizer_spec.kind == "symbol_table"
     assert bundle.tokenizer_spec.files == {"units": "units.txt"}
     assert (bundle.tokenizer_dir / "units.txt").read_text() == (U2PP / "units.txt").read_text()

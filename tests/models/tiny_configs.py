@@ -1,0 +1,79 @@
+"""One tiny CPU configuration per registered architecture, and a forward that exercises it.
+
+Keyed by architecture name and checked against ``list_models()`` (``uncovered``): a new
+architecture with no entry here fails the layer-waist and the contract tests instead of going
+unchecked. ``exercise(model)`` runs every surface a decode family calls (encoder, head,
+decoder steps), so a bare GEMM anywhere on those paths is seen by the waist's trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+Exercise = Callable[[nn.Module], Any]
+
+
+def tiny_whisper() -> tuple[Any, Exercise]:
+    from oasr.models.whisper.config import WhisperConfig
+
+    cfg = WhisperConfig(
+        n_mels=16, vocab_size=64, d_model=32, encoder_layers=1, encoder_attention_heads=2,
+        decoder_layers=1, decoder_attention_heads=2, encoder_ffn_dim=48, decoder_ffn_dim=48,
+        max_source_positions=10, max_target_positions=16,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 2 * cfg.max_source_positions, cfg.n_mels)
+        enc = model.encode_offline(feats, torch.tensor([20, 12]))
+        prompt = torch.tensor([[1, 2], [1, 2]])
+        logits, state = model.decoder.prefill(enc, prompt, capacity=6)
+        logits = model.decoder.step(logits.argmax(-1), state)
+        state = model.decoder.select(state, torch.tensor([1]))
+        model.decoder.step(logits[1:].argmax(-1), state)
+        tokens = torch.tensor([[1, 2, 3], [1, 4, 5]])
+        model.decoder.forced_logits(enc, tokens)
+        cross = model.decoder.cross_kv(enc, None)
+        return model.decoder.cross_attention_scores(tokens, cross.k, cross.v, [(0, 1)])
+
+    return cfg, exercise
+
+
+def tiny_conformer() -> tuple[Any, Exercise]:
+    from oasr.models.conformer.config import ConformerConfig
+
+    cfg = ConformerConfig(
+        input_dim=16, vocab_size=12, d_model=16, encoder_layers=1, encoder_heads=2,
+        encoder_linear_units=24, cnn_module_kernel=3, decoder="bitransformer", decoder_layers=1,
+        r_decoder_layers=1, decoder_heads=2, decoder_linear_units=24,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 23, cfg.input_dim)
+        lens = torch.tensor([23, 15])
+        model.forward_offline(feats, lens)
+        hidden, hidden_lens = model.encode_offline(feats, lens)
+        return model.attention_scores(hidden, hidden_lens, [[[1, 2]], [[3]]], reverse_weight=0.5)
+
+    return cfg, exercise
+
+
+TINY_CONFIGS: dict[str, Callable[[], tuple[Any, Exercise]]] = {
+    "whisper": tiny_whisper,
+    "conformer": tiny_conformer,
+}
+
+
+def uncovered(names: list[str], table: dict[str, Any] = TINY_CONFIGS) -> list[str]:
+    return [n for n in names if n not in table]
+
+
+def build_tiny(name: str) -> tuple[nn.Module, Exercise]:
+    """Architecture ``name`` built tiny on CPU in eval mode, and its exercise."""
+    from oasr.models.registry import get_model_entry
+
+    config, exercise = TINY_CONFIGS[name]()
+    return get_model_entry(name).load_model_cls().from_config(config).eval(), exercise
