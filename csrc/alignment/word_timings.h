@@ -7,8 +7,15 @@
 //     str.isspace) nor of a space-less script (CJK ideographs, kana, Hangul); each space-less
 //     code point is a word of its own;
 //   * a word's tokens are those whose code points overlap it; it starts where the first of them
-//     starts and ends where the last ends; its confidence is the mean of their posteriors,
-//     accumulated left to right in double precision;
+//     starts and ends where the last ends, except that a token overlapping k words has its span
+//     divided into k equal parts, one per word in order (CJK characters sharing a piece); its
+//     confidence is the mean of its tokens' posteriors, accumulated left to right in double
+//     precision;
+//   * then, in order: a word starting before the previous one ends starts there, and ends no
+//     earlier than it starts; a run of zero-length words and the word after it (the word before
+//     it when the run ends the row) share that word's span in proportion to their code points
+//     (a row whose words are all zero-length gives each one frame, ending where they were, from
+//     frame 0 when that is earlier), so no word has zero length;
 //   * the utterance confidence is the same mean over every token.
 #pragma once
 

@@ -16,6 +16,7 @@ import numpy as np
 import soundfile as sf
 
 from oasr.audio.errors import AudioDecodeError, AudioSource, describe_source
+from oasr.audio.native_stderr import native_stderr_silenced
 
 FIX_CORRUPT = "re-download the file or re-encode it (e.g. ffmpeg -i IN -ar 16000 OUT.flac)"
 FIX_FORMAT = (
@@ -55,10 +56,11 @@ class NativeReader:
         self.close()
 
     def _corrupt(self, position: int, detail: str) -> AudioDecodeError:
+        # A decoder that fails reports no position (or -1): say nothing rather than "-0.00 s".
+        where = f" after {position / self.sample_rate:.2f} s" if position > 0 else ""
         return AudioDecodeError(
             self.label,
-            f"is truncated or corrupt: decoding failed after {position / self.sample_rate:.2f} s"
-            f" ({detail})",
+            f"is truncated or corrupt: decoding failed{where} ({detail})",
             FIX_CORRUPT,
         )
 
@@ -68,7 +70,9 @@ class SoundFileReader(NativeReader):
 
     def __init__(self, file: str | io.BytesIO, label: str) -> None:
         self.label = label
-        self._f = sf.SoundFile(file)
+        with native_stderr_silenced():
+            self._f = sf.SoundFile(file)
+        self._quiet = self._f.format == "MP3"  # libmpg123 is the decoder that prints
         self.sample_rate = int(self._f.samplerate)
         self.channels = int(self._f.channels)
         self.frames = int(self._f.frames)
@@ -83,7 +87,8 @@ class SoundFileReader(NativeReader):
             self._eof = True
             return
         try:
-            self._f.seek(frame)
+            with native_stderr_silenced():
+                self._f.seek(frame)
         except (sf.LibsndfileError, RuntimeError):
             # Compressed streams over-declare their length; a seek into the gap is the end.
             self._eof = True
@@ -94,7 +99,11 @@ class SoundFileReader(NativeReader):
         if self._eof:
             return np.zeros((0, self.channels), dtype=np.float32)
         try:
-            x = self._f.read(n, dtype="float32", always_2d=True)
+            if self._quiet:
+                with native_stderr_silenced():
+                    x = self._f.read(n, dtype="float32", always_2d=True)
+            else:
+                x = self._f.read(n, dtype="float32", always_2d=True)
         except (sf.LibsndfileError, RuntimeError) as err:
             raise self._corrupt(self._failed_at(), _sf_message(err)) from err
         self._pos += x.shape[0]
@@ -104,7 +113,7 @@ class SoundFileReader(NativeReader):
 
     def _failed_at(self) -> int:
         try:
-            return int(self._f.tell())
+            return max(int(self._f.tell()), self._pos)
         except (sf.LibsndfileError, RuntimeError):
             return self._pos
 

@@ -1,4 +1,5 @@
-"""Peer systems ``oasr bench`` measures ours against: transformers' Whisper ``generate``.
+"""Peer systems ``oasr bench`` measures ours against: transformers' Whisper ``generate`` and
+faster-whisper (CTranslate2, ``oasr.bench.faster_whisper_peer``).
 
 The peer holds *our* converted weights (``oasr.models.loader.load_pretrained``) loaded into
 transformers' ``WhisperForConditionalGeneration``, so it differs from our engine only in the
@@ -212,14 +213,36 @@ def _transformers_peer(lm: Any, device: str, dtype: Any, max_new_tokens: int
                                max_new_tokens=max_new_tokens)
 
 
-# Peer name -> factory(lm, device, dtype, max_new_tokens) returning an object with ``name`` and
-# ``transcribe_with_counts(audios) -> (texts, tokens)``.
-PEERS: dict[str, Callable[..., Any]] = {"transformers": _transformers_peer}
+def _faster_whisper_peer(int8: bool) -> Callable[..., Any]:
+    def build(lm: Any, device: str, dtype: Any, max_new_tokens: int, source: str = "") -> Any:
+        from oasr.bench.faster_whisper_peer import build_faster_whisper
+
+        return build_faster_whisper(source, device, dtype, max_new_tokens, int8=int8)
+
+    return build
+
+
+# Peer name -> factory(lm, device, dtype, max_new_tokens, source=) returning an object with
+# ``name`` and ``transcribe_with_counts(audios) -> (texts, tokens)``. ``lm`` is our loaded model
+# (None for a peer that reads the source itself: WEIGHTLESS_PEERS).
+PEERS: dict[str, Callable[..., Any]] = {
+    "transformers": lambda lm, device, dtype, max_new_tokens, source="": _transformers_peer(
+        lm, device, dtype, max_new_tokens),
+    "faster-whisper": _faster_whisper_peer(int8=False),
+    "faster-whisper-int8": _faster_whisper_peer(int8=True),
+}
+WEIGHTLESS_PEERS = ("faster-whisper", "faster-whisper-int8")
+
+
+def peer_needs_weights(name: str) -> bool:
+    """Whether the peer is built from our loaded model (else from the source folder)."""
+    return name not in WEIGHTLESS_PEERS
 
 
 def build_peer(name: str, lm: Any, device: str, dtype: Any,
-               max_new_tokens: int = MAX_NEW_TOKENS) -> Any:
-    """The peer ``name`` on ``lm``'s weights; ValueError naming the valid peers if unknown."""
+               max_new_tokens: int = MAX_NEW_TOKENS, source: str = "") -> Any:
+    """The peer ``name`` on ``lm``'s weights (or ``source``'s files); ValueError naming the
+    valid peers if unknown."""
     if name not in PEERS:
         raise ValueError(f"unknown peer {name!r}; valid: {', '.join(sorted(PEERS))}")
-    return PEERS[name](lm, device, dtype, max_new_tokens)
+    return PEERS[name](lm, device, dtype, max_new_tokens, source=source)

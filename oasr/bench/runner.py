@@ -14,8 +14,11 @@ and records:
   its batch's wall time for every request in it;
 * ``tokens_per_s``: generated tokens / wall seconds;
 * peak memory: ``torch.cuda.max_memory_allocated`` (reset per run) on CUDA, else the process's
-  peak RSS (``resource.getrusage``, which never resets: a CPU row reports the high-water mark of
-  the whole process so far); ``memory_kind`` says which;
+  peak RSS: Linux's ``VmHWM``, reset at the run's start through ``/proc/self/clear_refs``
+  (``cpu_peak_rss_run``; the resident set at the start counts, so a run's figure is at least
+  what the process already held), elsewhere ``resource.getrusage`` (never reset:
+  ``cpu_peak_rss_process``); ``memory_kind`` says which. Peers run in a process of their own
+  (``oasr.bench.isolated``);
 * ``wer``: of the first pass, against the manifest's text column (Whisper's English
   normalizer); None when the manifest has no references.
 """
@@ -37,6 +40,7 @@ __all__ = ["BenchClip", "BenchResult", "bench_ours", "bench_peer", "percentile",
 
 MEMORY_CUDA = "cuda_max_memory_allocated"
 MEMORY_RSS = "cpu_peak_rss_process"
+MEMORY_RSS_RUN = "cpu_peak_rss_run"  # VmHWM reset at the run's start (Linux clear_refs)
 
 
 @dataclass
@@ -69,6 +73,7 @@ class BenchResult:
     memory_kind: str
     wer: float | None
     errors: int
+    repeat: int = 0  # which repeat of this (system, batch) run, from 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,11 +115,36 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+_RSS_RESET = {"done": False}
+
+
 def _reset_memory(device: str) -> None:
     import torch
 
     if str(device).startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
+        return
+    # Linux: writing 5 to clear_refs resets this process's peak RSS (VmHWM), so a CPU run's
+    # figure is its own rather than the high-water mark of everything before it.
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        _RSS_RESET["done"] = True
+    except OSError:
+        _RSS_RESET["done"] = False
+
+
+def _vm_hwm() -> int | None:
+    """Linux's VmHWM (peak RSS of this process image, bytes): unlike ru_maxrss it is not
+    inherited from the parent across fork/exec, and clear_refs resets it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _peak_memory(device: str) -> tuple[int, str]:
@@ -122,6 +152,9 @@ def _peak_memory(device: str) -> tuple[int, str]:
 
     if str(device).startswith("cuda"):
         return int(torch.cuda.max_memory_allocated()), MEMORY_CUDA
+    hwm = _vm_hwm()
+    if hwm is not None:
+        return hwm, MEMORY_RSS_RUN if _RSS_RESET["done"] else MEMORY_RSS
     import resource
     import sys
 

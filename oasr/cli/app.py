@@ -17,11 +17,27 @@ from oasr.cli.wer import wer_command
 
 app = typer.Typer(
     name="oasr",
-    help="OASR: GPU-first speech recognition. Batch transcription, streaming, WER, benchmarks.",
+    help="OASR: GPU-first speech recognition. Batch transcription, WER, benchmarks, kernel gaps.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+def _version(value: bool) -> None:
+    if value:
+        from oasr import __version__
+
+        typer.echo(f"oasr {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                 help="Print the oasr version and exit."),
+) -> None:
+    """OASR: GPU-first speech recognition. Batch transcription, streaming, WER, benchmarks."""
+
 
 app.command("bench")(bench_command)
 app.command("convert")(convert_command)

@@ -6,7 +6,6 @@ Exit codes: 0 measured; 2 bad input (unknown peer, peer not installed, unreadabl
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,8 +32,12 @@ def bench_command(
         "", "--model", "-m", help="A bundle, checkpoint folder, installed model package or Hub "
         "id (default: the packaged Whisper tiny.en)."),
     compare: list[str] = typer.Option(
-        [], "--compare", help="A peer to run on the same audio at each batch size: "
-        "transformers. Repeatable."),
+        [], "--compare", help="A peer to run on the same audio at each batch size, in a process "
+        "of its own (its peak memory is its own): transformers, faster-whisper (CTranslate2 on "
+        "the same weights; fp32 on CPU, fp16 on CUDA), faster-whisper-int8. Repeatable."),
+    repeats: int = typer.Option(
+        1, "--repeats", min=1, help="Measure each system and batch size this many times (the "
+        "plot's error bars: one standard deviation)."),
     batch_size: list[int] = typer.Option(
         [], "--batch-size", "-b", help="A batch size to measure (repeatable; default 1 and 16)."),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
@@ -68,19 +71,21 @@ def bench_command(
             import matplotlib  # noqa: F401
         except ImportError:
             _fail("--plot needs matplotlib: pip install matplotlib")
-    if "transformers" in compare:
-        import importlib.util
+    import importlib.util
 
-        if importlib.util.find_spec("transformers") is None:
-            _fail("--compare transformers needs transformers: pip install transformers")
+    if "transformers" in compare and importlib.util.find_spec("transformers") is None:
+        _fail("--compare transformers needs transformers: pip install transformers")
+    if (any(c.startswith("faster-whisper") for c in compare)
+            and importlib.util.find_spec("faster_whisper") is None):
+        _fail("--compare faster-whisper needs faster-whisper: pip install 'oasr[bench]'")
     sizes = sorted(set(batch_size or [1, 16]))
     if sizes[0] < 1:
         _fail(f"--batch-size must be >= 1, got {sizes[0]}")
 
     import torch
 
-    from oasr.bench.peers import build_peer
-    from oasr.bench.runner import bench_ours, bench_peer, read_clips
+    from oasr.bench.isolated import PeerJob, run_peer_isolated
+    from oasr.bench.runner import bench_ours, read_clips
     from oasr.engine.config import EngineConfig
     from oasr.io import ManifestError
     from oasr.models.loader import load_pretrained
@@ -105,30 +110,33 @@ def bench_command(
         _fail(f"{len(long)} clips are longer than the model's {window:g} s window (first: "
               f"{long[0].id}, {long[0].seconds:.1f} s); oasr bench measures single-window "
               "requests")
-    if compare:
-        with contextlib.suppress(ImportError):
-            import transformers
+    if any(c.startswith("faster-whisper") for c in compare):
+        from oasr.bench.faster_whisper_peer import ct2_model_dir
 
-            transformers.logging.set_verbosity_error()
-
-    # Peers copy the weights before our engine moves ``lm`` to the device in place.
-    peers = []
-    for name in compare:
         try:
-            peers.append(build_peer(name, lm, resolved, torch_dtype, max_new_tokens))
-        except (RuntimeError, ValueError) as e:
+            ct2_model_dir(model)
+        except (ValueError, FileNotFoundError) as e:
             _fail(str(e))
 
     from oasr import ops
 
     results, dispatched = [], ops.snapshot()
     for b in sizes:
-        results.append(bench_ours(lm, model, clips, b, device, dtype, repeat_minutes,
-                                  max_new_tokens))
-        for peer in peers:
-            results.append(bench_peer(peer, clips, b, resolved, repeat_minutes))
-    # The peers run their own torch code, never a route: these are ours.
+        for k in range(repeats):
+            r = bench_ours(lm, model, clips, b, device, dtype, repeat_minutes, max_new_tokens)
+            r.repeat = k
+            results.append(r)
+    # The peers run their own code in their own processes, never a route: these are ours.
     dispatch = ops.counts_since(dispatched)
+    # Each peer in its own process: its peak memory is its own, ours stays ours.
+    for name in compare:
+        job = PeerJob(name, model, device, dtype, max_new_tokens, sizes, repeats,
+                      repeat_minutes, clips)
+        try:
+            results += run_peer_isolated(job)
+        except RuntimeError as e:
+            _fail(str(e))
+    systems = ["ours", *dict.fromkeys(r.system for r in results if r.system != "ours")]
 
     _print_table(results)
     typer.echo(ops.format_dispatch_line(dispatch))
@@ -137,7 +145,8 @@ def bench_command(
         "device": resolved, "device_name": _device_name(resolved), "dtype": str(torch_dtype),
         "torch": torch.__version__, "clips": len(clips),
         "clip_audio_s": sum(c.seconds for c in clips), "repeat_minutes": repeat_minutes,
-        "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": ["ours", *compare],
+        "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": systems,
+        "repeats": repeats,
         "results": [r.to_dict() for r in results],
         "dispatch": ops.dispatch_summary(dispatch),
     }
@@ -180,27 +189,64 @@ def _print_table(results: list[Any]) -> None:
     console.print(table)
     if results:
         kind = results[0].memory_kind
-        console.print("peak memory: " + ("torch.cuda.max_memory_allocated, reset per run"
-                                         if kind.startswith("cuda") else
-                                         "process peak RSS (CPU; never reset, so cumulative)"))
+        notes = {
+            "cuda_max_memory_allocated": "torch.cuda.max_memory_allocated, reset per run",
+            "cpu_peak_rss_run": "peak RSS (VmHWM) reset at each run's start, so it includes "
+                                "what the process held then; each peer in a process of its own",
+            "cpu_peak_rss_process": "the process's peak RSS, never reset; each peer in a "
+                                    "process of its own",
+        }
+        console.print(f"peak memory: {notes.get(kind, kind)}")
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    import statistics
+
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def _plot(results: list[Any], path: Path, payload: dict[str, Any]) -> None:
+    """RTFx and p50 latency against batch size per system (mean, one-sd error bars over the
+    repeats), with each peer's speed-up (our RTFx / theirs) written at each batch size."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax_rtf, ax_lat) = plt.subplots(1, 2, figsize=(11, 4.2))
+    means: dict[tuple[str, int], float] = {}
     for system in payload["systems"]:
-        rows = sorted((r for r in results if r.system == system), key=lambda r: r.batch_size)
-        ax.plot([r.batch_size for r in rows], [r.rtfx for r in rows], marker="o", label=system)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("RTFx (audio s / wall s)")
-    ax.set_title(f"{payload['model']} on {payload['device_name']} ({payload['dtype']})")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+        sizes = sorted({r.batch_size for r in results if r.system == system})
+        rtf, rtf_sd, lat, lat_sd = [], [], [], []
+        for b in sizes:
+            runs = [r for r in results if r.system == system and r.batch_size == b]
+            m, sd = _stats([r.rtfx for r in runs])
+            means[(system, b)] = m
+            rtf.append(m)
+            rtf_sd.append(sd)
+            m, sd = _stats([r.latency_p50_ms for r in runs])
+            lat.append(m)
+            lat_sd.append(sd)
+        ax_rtf.errorbar(sizes, rtf, yerr=rtf_sd, marker="o", capsize=3, label=system)
+        ax_lat.errorbar(sizes, lat, yerr=lat_sd, marker="o", capsize=3, label=system)
+    for k, system in enumerate(payload["systems"][1:]):
+        for b in payload["batch_sizes"]:
+            if (system, b) in means and ("ours", b) in means and means[(system, b)] > 0:
+                # One line per peer above our point, so several peers' labels do not overlap.
+                last = b == max(payload["batch_sizes"])
+                ax_rtf.annotate(f"{means[('ours', b)] / means[(system, b)]:.2f}x vs {system}",
+                                (b, means[("ours", b)]), textcoords="offset points",
+                                xytext=(-4 if last else 4, 6 + 10 * k), fontsize=7,
+                                ha="right" if last else "left", annotation_clip=False)
+    for ax, label in ((ax_rtf, "RTFx (audio s / wall s)"), (ax_lat, "latency p50 (ms)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    reps = payload.get("repeats", 1)
+    fig.suptitle(f"{payload['model']} on {payload['device_name']} ({payload['dtype']}), "
+                 f"{reps} repeat{'s' if reps != 1 else ''}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

@@ -68,12 +68,13 @@ def convert_command(
     Exit codes: 0 written, 1 checkpoint refused, 2 bad input.
     """
     from oasr.models.bundle import BundleError, is_bundle
+    from oasr.models.catalog import resolve_model_name
     from oasr.models.converter import IncompleteCheckpointError
     from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
     from oasr.models.sources import SourceNotFoundError, resolve_source
 
     try:
-        path = resolve_source(src)
+        path = resolve_source(resolve_model_name(src))
     except SourceNotFoundError as e:
         _fail(str(e))
     typer.echo(f"source: {src}" + ("" if str(path) == src else f" -> {path}"))

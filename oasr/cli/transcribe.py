@@ -4,20 +4,35 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import typer
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    from oasr.cli.transcribe_checks import FlagError
+
     if text is None:
         return None
     try:
         i, n = (int(p) for p in text.split("/"))
     except ValueError:
-        raise typer.BadParameter(f"--shard {text!r}: expected i/n, e.g. 0/4") from None
+        raise FlagError(f"--shard {text}: expected i/n, e.g. 0/4 (the first of four)") from None
     if not 0 <= i < n:
-        raise typer.BadParameter(f"--shard {text!r}: need 0 <= i < n")
+        raise FlagError(f"--shard {text}: need 0 <= i < n, e.g. 0/{max(n, 2)} to "
+                        f"{max(n, 2) - 1}/{max(n, 2)}")
     return i, n
+
+
+def _decode_option_help(values: list[str] | None) -> list[str] | None:
+    """``-d help``: print every family's options and stop (before -o is required)."""
+    if values and "help" in values:
+        from oasr.cli.decoding_flags import print_family_options
+
+        print_family_options()
+        raise typer.Exit(0)
+    return values
 
 
 def transcribe_command(
@@ -25,15 +40,18 @@ def transcribe_command(
         ..., help="Parquet/Arrow/JSONL manifests, audio files, folders or globs."),
     output: str = typer.Option(
         ..., "--output", "-o",
-        help="Output file, or a folder (existing, or ending with '/') to write <input>.<ext> in."),
+        help="Output file (its extension picks the format), a folder (existing, or ending with "
+             "'/') to write <input>.<ext> in, or '-' to stream JSONL rows to stdout."),
     model: str = typer.Option(
         "", "--model", "-m",
         help="A bundle, checkpoint folder, installed model package or Hub id "
              "(default: the packaged Whisper tiny.en)."),
-    fmt: str = typer.Option(
-        "parquet", "--format", "-f",
-        help="parquet, jsonl, txt, or srt/vtt: subtitles from the word timings, one file per "
-             "recording in the -o folder (-o NAME.srt/.vtt: one recording's file)."),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f",
+        help="parquet, jsonl, txt (id<TAB>text, `oasr wer` reads it), or one file per recording "
+             "in the -o folder (-o NAME.<ext>: one recording's file): srt/vtt subtitles from the "
+             "word timings, json (whisper's: text, segments with words), tsv (start, end in ms, "
+             "text). Default: from -o's extension, else parquet; a contradiction is an error."),
     max_cue_chars: int = typer.Option(
         42, help="srt/vtt: characters per subtitle line (two lines a cue)."),
     max_cue_seconds: float = typer.Option(7.0, help="srt/vtt: longest cue, in seconds."),
@@ -46,7 +64,28 @@ def transcribe_command(
         None, help="Decode family (default: the model's own, e.g. aed for Whisper)."),
     decode_option: list[str] = typer.Option(
         [], "--decode-option", "-d",
-        help="k=v option of the decode family, typed from its options (e.g. beam_size=4)."),
+        help="k=v option of the decode family, typed from its options (e.g. beam_size=4); "
+             "`-d help` lists every family's options with their defaults.",
+        is_eager=True, callback=_decode_option_help),
+    beam_size: int | None = typer.Option(
+        None, "--beam-size", help="Beam width: the family's beam_size option (Whisper: 1, "
+                                  "greedy, by default; beam search cannot time words)."),
+    temperature: str = typer.Option(
+        "0", "--temperature",
+        help="Sampling temperature, or Whisper's fallback schedule as a comma list (faster-"
+             "whisper's: 0,0.2,0.4,0.6,0.8,1.0): a window is decoded again at the next "
+             "temperature when its compression ratio or average log-probability fails the "
+             "thresholds. Sampling is seeded (--seed)."),
+    compression_ratio_threshold: float = typer.Option(
+        2.4, help="Fallback: re-decode a window whose text's zlib compression ratio is above."),
+    log_prob_threshold: float = typer.Option(
+        -1.0, help="Fallback: re-decode a window whose mean token log-probability is below."),
+    seed: int = typer.Option(0, help="Seed of sampled decodes (temperature > 0): reruns match."),
+    threads: int | None = typer.Option(
+        None, "--threads", help="CPU threads for torch (torch.set_num_threads)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only errors and warnings: no progress, notes or "
+                                     "summary."),
     language: str | None = typer.Option(
         None, help="Language code for every row without a language column (Whisper: detected "
                    "on multilingual models when unset)."),
@@ -67,97 +106,261 @@ def transcribe_command(
     fail_on_error: bool = typer.Option(
         False, help="Exit 1 when any row ended with an error (the output is still written)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    language_check: bool = typer.Option(
+        True, "--language-check/--no-language-check",
+        help="English-only models: warn per row when the audio looks like another language "
+             "(low decoder confidence; language ID by whisper-base when oasr[multilingual] is "
+             "installed)."),
+    vad: str = typer.Option(
+        "none", help="Speech detector: silero, fsmn or none. Long recordings are cut at pauses "
+                     "and their chunks batched; rows without speech give empty text "
+                     "(finish_reason no_speech)."),
+    vad_model_dir: str | None = typer.Option(
+        None, help="Folder with the detector's weights (default: its installed package)."),
 ) -> None:
-    """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row."""
+    """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row.
+
+    Exit status: 0 done (error rows included, unless --fail-on-error); 1 --fail-on-error with
+    error rows, or inputs holding no rows at all; 2 a bad flag, input or output (nothing
+    decoded); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), finished rows kept.
+    """
+    flags = SimpleNamespace(**locals())
     from rich.console import Console
 
-    from oasr.cli.transcribe_view import ProgressView, print_summary
-    from oasr.engine.config import EngineConfig
+    from oasr.cli.decoding_flags import apply_beam_size, parse_temperatures, set_threads
+    from oasr.cli.transcribe_checks import FlagError, check_flags
+    from oasr.io import ManifestError, OutputError
+    from oasr.io.format_choice import STDOUT, infer_format
+    from oasr.transcribe.fallback import TemperatureFallback
+
+    console = Console(stderr=True)
+    if quiet:
+        flags.progress = False
+
+    def fail(exc: Exception, code: int = 2) -> typer.Exit:
+        # A KeyError's str() is its repr; the message is its argument.
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        console.print(f"[red]error:[/] {text}", soft_wrap=True, highlight=False)
+        return typer.Exit(code)
+
+    try:
+        check_flags(device=device, dtype=dtype, batch_size=batch_size, limit=limit,
+                    max_cue_chars=max_cue_chars, max_cue_seconds=max_cue_seconds,
+                    cue_gap=cue_gap)
+        shard_t = _parse_shard(shard)
+        flags.fmt = fmt = infer_format(output, fmt)
+        plan = _plan_output(inputs, output, fmt, shard_t, limit, id_column, audio_column,
+                            text_column, max_cue_chars, max_cue_seconds, cue_gap,
+                            decode_option, stdout=output == STDOUT)
+        apply_beam_size(plan.overrides, beam_size)
+        flags.fallback = TemperatureFallback(parse_temperatures(temperature),
+                                             compression_ratio_threshold, log_prob_threshold,
+                                             seed)
+        set_threads(threads)
+    except (FlagError, ManifestError, OutputError, ValueError) as exc:
+        raise fail(exc) from None
+    if plan.total == 0:
+        if shard_t is not None:
+            console.print(f"note: shard {shard} holds none of the rows; nothing to do")
+            return
+        raise fail(ManifestError(f"the inputs hold no rows ({', '.join(inputs)}); nothing to "
+                                 "transcribe"), 1)
+
+    from oasr.transcribe.heap import pin_mmap_threshold
+
+    pin_mmap_threshold()  # before the model loads: a long run's heap must not creep
+    if output == STDOUT:  # nothing on disk to lock or resume
+        _run(console, fail, plan, flags, shard_t)
+        return
+
+    from oasr.io.lock import OutputLock, lock_path
+    from oasr.io.output_format import RECORDING_FORMATS
+    from oasr.io.subtitle_writer import is_single_file
+
+    folder = fmt in RECORDING_FORMATS and not is_single_file(plan.out_path, fmt)
+    try:  # one writer per output, and an unwritable output found before the model loads
+        lock = OutputLock(lock_path(plan.out_path, folder=folder), plan.out_path).acquire()
+    except OutputError as exc:
+        raise fail(exc) from None
+    try:
+        _run(console, fail, plan, flags, shard_t)
+    finally:
+        lock.release()
+
+
+class _OutputPlan:
+    """What the flags resolve to before the model is loaded."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def _plan_output(inputs: list[str], output: str, fmt: str, shard_t: tuple[int, int] | None,
+                 limit: int | None, id_column: str | None, audio_column: str | None,
+                 text_column: str | None, max_cue_chars: int, max_cue_seconds: float,
+                 cue_gap: float, decode_option: list[str], stdout: bool = False) -> Any:
     from oasr.engine.decode.options import parse_decode_option
-    from oasr.engine.engine import ASREngine
     from oasr.io import (
         ColumnMap,
         CueOptions,
-        ManifestError,
-        OutputError,
         check_output_rows,
         count_rows,
-        open_writer,
         passthrough_schema,
         resolve_output_path,
     )
-    from oasr.transcribe.runner import TranscribeOptions, transcribe
+    from oasr.io.format_choice import STDOUT
 
-    console = Console(stderr=True)
-    shard_t = _parse_shard(shard)
     columns = ColumnMap(id=id_column, audio=audio_column, text=text_column)
-    try:
-        out_path = resolve_output_path(output, inputs, fmt, shard_t)
-        total = count_rows(inputs, columns, shard=shard_t, limit=limit)
+    out_path = Path(STDOUT) if stdout else resolve_output_path(output, inputs, fmt, shard_t)
+    total = count_rows(inputs, columns, shard=shard_t, limit=limit)
+    if not stdout:
         check_output_rows(out_path, fmt, total)
-        cue_options = CueOptions(max_chars=max_cue_chars, max_duration_s=max_cue_seconds,
-                                 min_gap_s=cue_gap)
-        schema = passthrough_schema(inputs, columns)
-        overrides = dict(parse_decode_option(o) for o in decode_option)
-    except (ManifestError, OutputError, ValueError) as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+    return _OutputPlan(
+        columns=columns, out_path=out_path, total=total, stdout=stdout,
+        cue_options=CueOptions(max_chars=max_cue_chars, max_duration_s=max_cue_seconds,
+                               min_gap_s=cue_gap),
+        schema=passthrough_schema(inputs, columns),
+        overrides=dict(parse_decode_option(o) for o in decode_option))
 
-    config = EngineConfig(model=model, device=device, dtype=dtype, decode_method=decode_method,
-                          decode_options=overrides, max_batch_size=batch_size)
+
+def _run(console: Any, fail: Any, plan: Any, flags: Any,
+         shard_t: tuple[int, int] | None) -> None:
+    from rich.markup import escape
+
+    from oasr.cli.transcribe_view import ProgressView, print_summary
+    from oasr.engine.config import EngineConfig
+    from oasr.engine.engine import ASREngine
+    from oasr.engine.request import DecodingOptions
+    from oasr.io import ManifestError, OutputError, open_writer
+    from oasr.io.stdout_writer import StdoutWriter
+    from oasr.transcribe.language_check import build_language_check
+    from oasr.transcribe.runner import TranscribeOptions, Transcriber, transcribe
+    from oasr.transcribe.signals import Terminated, terminate_as_interrupt
+
+    out_path, language, task, fallback = plan.out_path, flags.language, flags.task, flags.fallback
+    config = EngineConfig(model=flags.model, device=flags.device, dtype=flags.dtype,
+                          decode_method=flags.decode_method, decode_options=plan.overrides,
+                          max_batch_size=flags.batch_size)
     try:
         engine = ASREngine(config)
     except (ValueError, KeyError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
 
-    from oasr.engine.request import DecodingOptions
+    segmenter = None
+    if flags.vad != "none":
+        from oasr.transcribe.vad_segments import VadTranscriber, build_recording_segmenter
 
+        try:
+            segmenter = build_recording_segmenter(flags.vad, device=str(engine.runner.device),
+                                                  model_dir=flags.vad_model_dir)
+        except (ValueError, KeyError) as exc:
+            raise fail(ValueError(f"--vad {flags.vad}: {exc}")) from None
+
+    word_timestamps = flags.word_timestamps
     if word_timestamps is None:
         word_timestamps = "offline" in engine.strategy.word_timing_modes
-        if not word_timestamps:
+        if not word_timestamps and not flags.quiet:
             console.print(f"note: decode family {engine.decode_method!r} cannot time words in "
                           "this configuration; the words column stays empty")
     try:  # a run-wide option the model cannot honour fails here, not on every row
         engine.strategy.validate_options(DecodingOptions(language=language, task=task,
                                                          word_timestamps=word_timestamps))
+        if max(fallback.temperatures) > 0:
+            engine.strategy.validate_options(DecodingOptions(
+                temperature=max(fallback.temperatures), seed=flags.seed))
     except ValueError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
+    check = (build_language_check(engine) if flags.language_check and not language else None)
+    options = TranscribeOptions(inputs=list(flags.inputs), columns=plan.columns, shard=shard_t,
+                                limit=flags.limit, language=language, task=task,
+                                word_timestamps=word_timestamps, row_check=check,
+                                fallback=fallback)
+    transcriber = (VadTranscriber(engine, options, segmenter) if segmenter is not None
+                   else Transcriber(engine, options))
+    metadata = run_metadata(engine, options, transcriber.window_s)
+    metadata["vad"] = flags.vad
+    try:
+        if plan.stdout:
+            writer = StdoutWriter(metadata=metadata)
+        else:
+            writer = open_writer(out_path, flags.fmt, metadata=metadata,
+                                 retry_errors=flags.retry_errors,
+                                 passthrough_schema=plan.schema, cue_options=plan.cue_options,
+                                 rows=plan.total)
+        previous = writer.previous_metadata()
+    except OutputError as exc:
+        raise fail(exc) from None
+    changed = changed_settings(previous, metadata)
+    if changed:
+        console.print(f"[yellow]warning:[/] {out_path} was started with other settings "
+                      f"({'; '.join(changed)}); resuming adds rows decoded with these",
+                      soft_wrap=True, highlight=False)
+    view = ProgressView(console, plan.total, enabled=flags.progress)
+    if flags.progress:
+        options.on_window = view.window
+
+    def on_row(out: Any, stats: Any) -> None:
+        for warning in out.warnings:
+            console.print(f"[yellow]warning:[/] {escape(warning)}")
+        view.update(out, stats)
+
+    try:
+        with terminate_as_interrupt(), view:
+            stats = transcribe(engine, options, writer, on_row=on_row, transcriber=transcriber)
+    except (ManifestError, OutputError) as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt as exc:
+        how, code = (("terminated", 143) if isinstance(exc, Terminated)
+                     else ("interrupted", 130))
+        console.print(f"{how}: finished rows are kept; rerun the same command to resume "
+                      f"into {out_path}", soft_wrap=True)
+        raise typer.Exit(code) from None
+    if not flags.quiet:
+        print_summary(console, stats, Path(out_path))
+    if flags.fail_on_error and stats.errors:
+        raise typer.Exit(1)
+
+
+# The metadata keys a resumed run compares with the run that started the output.
+COMPARED_SETTINGS = ("model_sha256", "decode_method", "decode_options", "language", "task",
+                     "word_timestamps", "vad")
+
+
+def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
+    """What the output records of the run that wrote it: the resolved settings (the decode
+    family's full options with defaults filled in, not the raw ``-d`` strings)."""
+    import dataclasses
+
     loaded = engine.loaded
-    metadata = {
+    family = engine.strategy.options
+    resolved = (dataclasses.asdict(family) if dataclasses.is_dataclass(family)
+                else dict(engine.config.decode_options))
+    return {
         "oasr_version": _version(),
         "model": loaded.name or "default",
         "model_sha256": loaded.weights_sha256,
         "decode_method": engine.decode_method,
-        "decode_options": json.dumps(overrides, sort_keys=True),
-        "language": language or "",
-        "task": task or "",
+        "decode_options": json.dumps(resolved, sort_keys=True, default=str),
+        "language": options.language or "",
+        "task": options.task or "",
+        "word_timestamps": str(bool(options.word_timestamps)).lower(),
+        "window_s": f"{window_s:g}",
     }
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    writer = open_writer(out_path, fmt, metadata=metadata, retry_errors=retry_errors,
-                         passthrough_schema=schema, cue_options=cue_options, rows=total)
-    previous = writer.previous_metadata()
-    if previous and previous.get("model_sha256") not in (None, metadata["model_sha256"]):
-        console.print(f"[yellow]warning:[/] {out_path} was started with another model "
-                      f"({previous.get('model')}); resuming adds rows decoded by this one")
-    options = TranscribeOptions(inputs=list(inputs), columns=columns, shard=shard_t, limit=limit,
-                                language=language, task=task,
-                                word_timestamps=word_timestamps)
-    view = ProgressView(console, total, enabled=progress)
-    try:
-        with view:
-            stats = transcribe(engine, options, writer, on_row=view.update)
-    except (ManifestError, OutputError) as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        console.print(f"interrupted: finished rows are kept; rerun the same command to resume "
-                      f"into {out_path}")
-        raise typer.Exit(130) from None
-    print_summary(console, stats, Path(out_path))
-    if fail_on_error and stats.errors:
-        raise typer.Exit(1)
+
+
+def changed_settings(previous: dict[str, str] | None, current: dict[str, str]) -> list[str]:
+    """``key: before -> now`` for each compared setting an earlier run recorded otherwise."""
+    if not previous:
+        return []
+    changed = []
+    for key in COMPARED_SETTINGS:
+        before = previous.get(key)
+        if before is not None and before != current.get(key):
+            if key == "model_sha256":
+                changed.append(f"model {previous.get('model')} -> {current.get('model')}")
+            else:
+                changed.append(f"{key} {before or '(unset)'} -> {current.get(key) or '(unset)'}")
+    return changed
 
 
 def _version() -> str:

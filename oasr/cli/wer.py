@@ -19,6 +19,8 @@ EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 ERROR_COLUMN = "error"
+# The id of a NeMo manifest row (no id column): oasr transcribe ids such rows by this path.
+NEMO_ID = "audio_filepath"
 _ID_LIST_LIMIT = 20
 
 
@@ -40,8 +42,10 @@ def wer_command(
     hyp: Path = typer.Argument(
         ..., help="Hypothesis transcripts in the same formats. A row whose 'error' column is "
         "set is scored as an empty hypothesis and listed."),
-    id_column: str = typer.Option(
-        "id", "--id-column", help="Column holding the utterance id in both files."),
+    id_column: str | None = typer.Option(
+        None, "--id-column", help="Column holding the utterance id in both files (default: "
+        "id, or audio_filepath in a file without an id column: a NeMo manifest, whose rows "
+        "oasr transcribe ids by that path)."),
     ref_text_column: str = typer.Option(
         "text", "--ref-text-column", help="Column holding the reference text in REF."),
     hyp_text_column: str = typer.Option(
@@ -89,10 +93,18 @@ def wer_command(
     loaded = {}
     for role, path, text_column in (("REF", ref, ref_text_column), ("HYP", hyp, hyp_text_column)):
         try:
-            loaded[role] = read_transcripts(
-                path, id_column=id_column, text_column=text_column,
-                error_column=ERROR_COLUMN if role == "HYP" else None,
-                allow_null_text=role == "HYP")
+            try:
+                loaded[role] = read_transcripts(
+                    path, id_column=id_column or "id", text_column=text_column,
+                    error_column=ERROR_COLUMN if role == "HYP" else None,
+                    allow_null_text=role == "HYP")
+            except MissingColumnError as e:
+                if id_column is not None or e.role != "id" or NEMO_ID not in e.available:
+                    raise
+                loaded[role] = read_transcripts(
+                    path, id_column=NEMO_ID, text_column=text_column,
+                    error_column=ERROR_COLUMN if role == "HYP" else None,
+                    allow_null_text=role == "HYP")
         except MissingColumnError as e:
             flag = "--id-column" if e.role == "id" else text_flags[role]
             _fail(f"{role} {e}; pass {flag} NAME")

@@ -29,6 +29,7 @@ from oasr.engine.step_budget import StepBudget
 from oasr.models.loader import LoadedModel
 
 _MAX_SKIPPED_ADMITS = 4
+_END = object()  # the request source ran out
 
 
 class Scheduler:
@@ -166,20 +167,31 @@ class ASREngine:
         return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                             SDPBackend.MATH])
 
-    def run(self, requests: Iterable[Request], lookahead: int | None = None
+    def run(self, requests: Iterable[Request | None], lookahead: int | None = None
             ) -> Iterator[RequestOutput]:
-        """Decode ``requests`` (consumed lazily), yielding outputs as they finish.
+        """Decode ``requests`` (consumed lazily), yielding outputs as they finish: the one
+        admission loop, for a list of requests as for ``oasr transcribe``'s windows.
 
+        The source may yield ``None`` for "nothing to add now" (its next request depends on an
+        output still being decoded): the engine steps, yields what finished, and asks again.
         A request refused at admission comes back as an output with ``error`` set.
+
+        Raises:
+            RuntimeError: the source yielded ``None`` while nothing was being decoded (it would
+                wait forever).
         """
         lookahead = lookahead or 4 * self.config.max_batch_size
         it = iter(requests)
         exhausted = False
         while True:
+            idle = False
             while not exhausted and len(self.scheduler.waiting) < lookahead:
-                req = next(it, None)
-                if req is None:
+                req = next(it, _END)
+                if req is _END:
                     exhausted = True
+                    break
+                if req is None:
+                    idle = True
                     break
                 try:
                     self.add_request(req)
@@ -188,5 +200,8 @@ class ASREngine:
             if not self.has_unfinished():
                 if exhausted:
                     return
+                if idle:
+                    raise RuntimeError("the request source waits on outputs, but no request "
+                                       "is being decoded")
                 continue
             yield from self.step()

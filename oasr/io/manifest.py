@@ -8,8 +8,10 @@ A problem with the run as a whole (an input that does not exist, a named column 
 there, two rows with one id) raises :class:`ManifestError` before or when it is met.
 
 Ids are the resume key, so they must be stable and unique: an id column when there is one,
-otherwise ``<manifest stem>-<row index>``; for audio files the file stem (or, where stems
-collide, the path relative to the files' common folder without extension).
+otherwise (JSONL with an audio path, NeMo's layout) the path as written, ``@<offset>`` added
+for a segment not starting at 0, otherwise ``<manifest stem>-<row index>``; for audio files the
+file stem (or, where stems collide, the path relative to the files' common folder without
+extension).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ AUDIO_CANDIDATES = ("audio", "audio_filepath", "path", "file", "audio_path")
 TEXT_CANDIDATES = ("text", "transcript", "sentence", "reference")
 _OPTIONAL = ("language", "task", "prompt")
 
+_EMPTY_BYTES = "the audio is empty (0 bytes in the manifest)"
 # Bit position packing (input index, row) into one int for the duplicate-id table: ids of a
 # multi-million-row run stay cheap to remember.
 _ROW_BITS = 40
@@ -171,6 +174,9 @@ def _plan(
     used = {id_col, audio, text, *optional.values(), *segment.values()}
     passthrough: list[tuple[str, str]] = []
     taken: set[str] = set()
+    if kind in ("path", "json"):  # a path as written comes back out (bytes do not)
+        passthrough.append((audio, passthrough_name(audio, taken)))
+        taken.add(passthrough[-1][1])
     for n in names:
         if n not in used:
             out = passthrough_name(n, taken)
@@ -203,11 +209,16 @@ def _audio_value(plan: _Plan, value: Any, folder: Path) -> tuple[bytes | str | N
         data, path = value.get("bytes"), value.get("path")
         if data:
             return bytes(data), None
+        if data is not None and not path:
+            return None, _EMPTY_BYTES
         if path:
-            return _resolve_path(str(path), folder)
+            resolved, error = _resolve_path(str(path), folder)
+            if data is not None and error is not None:  # empty bytes, and no file to fall back on
+                return None, f"{_EMPTY_BYTES} (and {error})"
+            return resolved, error
         return None, f"no audio: column {plan.audio!r} has neither bytes nor a path"
     if kind == "binary":
-        return (bytes(value), None) if len(value) else (None, "no audio: empty bytes")
+        return (bytes(value), None) if len(value) else (None, _EMPTY_BYTES)
     if kind == "path":
         return _resolve_path(str(value), folder)
     return None, f"audio column {plan.audio!r} holds {type(value).__name__}, not a path"
@@ -240,6 +251,13 @@ def _segment(plan: _Plan, get: Any) -> tuple[float, float | None]:
     return offset, duration
 
 
+def _passthrough_value(plan: _Plan, column: str, value: Any) -> Any:
+    # The audio column passes through only as the path it was written as.
+    if column == plan.audio and not isinstance(value, str):
+        return None
+    return value
+
+
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -268,7 +286,8 @@ def _build_row(
         language=_str(get(plan.optional["language"])) if "language" in plan.optional else None,
         task=_str(get(plan.optional["task"])) if "task" in plan.optional else None,
         prompt=_str(get(plan.optional["prompt"])) if "prompt" in plan.optional else None,
-        passthrough={out: get(col) for col, out in plan.passthrough},
+        passthrough={out: _passthrough_value(plan, col, get(col))
+                     for col, out in plan.passthrough},
         source=source,
         error=id_error or error,
     )
@@ -280,6 +299,20 @@ def _row_id(plan: _Plan, value: Any, stem: str, index: int) -> tuple[str, str | 
     if value is None:
         return f"{stem}-{index}", f"null id in column {plan.id!r}"
     return str(value), None
+
+
+def _path_id(plan: _Plan, obj: dict[str, Any]) -> str | None:
+    """A JSONL row's id when the manifest has no id column (NeMo's layout): its audio path as
+    written, ``@<offset>`` added for a segment that does not start at 0 (several segments of
+    one recording). None when the audio is not a path string."""
+    path = obj.get(plan.audio)
+    if not isinstance(path, str) or not path:
+        return None
+    key = "start" if "start" in plan.segment else "offset"
+    offset = obj.get(plan.segment[key]) if key in plan.segment else None
+    if isinstance(offset, (int, float)) and offset:
+        return f"{path}@{offset:g}"
+    return path
 
 
 # ----------------------------------------------------------------------------- tables
@@ -408,6 +441,8 @@ def _jsonl_rows(
             continue
         assert plan is not None
         row_id, id_error = _row_id(plan, obj.get(plan.id) if plan.id else None, stem, index)
+        if plan.id is None:
+            row_id = _path_id(plan, obj) or row_id
         if shard_keeps(row_id, shard):
             yield _build_row(plan, obj, row_id, id_error, folder, unit.source(number)), number
 

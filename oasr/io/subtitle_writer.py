@@ -1,4 +1,7 @@
-"""``--format srt|vtt``: one subtitle file per recording, written as rows finish, resumable.
+"""``--format srt|vtt|json|tsv``: one file per recording, written as rows finish, resumable.
+
+json and tsv are Whisper's per-recording layouts (``oasr.io.transcript_documents``); srt and
+vtt are cues built from the word timings. Everything below holds for all four.
 
 Where the files go (:func:`subtitle_output_path`): an ``-o`` path ending in the format's own
 extension (``talk.srt`` for srt) is that one file, for exactly one recording; any other path is a
@@ -28,14 +31,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
-from oasr.io.writer import (
-    _EXTENSIONS,
-    SUBTITLE_FORMATS,
+from oasr.io.output_format import (
+    EXTENSIONS,
+    RECORDING_FORMATS,
     OutputError,
     OutputRow,
-    _fsync_replace,
+    fsync_replace,
 )
+from oasr.io.stale_temp import remove_stale_temps
+from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
+from oasr.io.transcript_documents import DOCUMENT_RENDERERS
 
 __all__ = [
     "INDEX_NAME",
@@ -49,8 +54,8 @@ __all__ = [
 ]
 
 INDEX_NAME = ".oasr-subtitles.jsonl"
-SUBTITLE_EXTENSIONS = {fmt: _EXTENSIONS[fmt] for fmt in SUBTITLE_FORMATS}
-_FORMAT_OF = {ext: fmt for fmt, ext in _EXTENSIONS.items()}
+SUBTITLE_EXTENSIONS = {fmt: EXTENSIONS[fmt] for fmt in RECORDING_FORMATS}
+_FORMAT_OF = {ext: fmt for fmt, ext in EXTENSIONS.items()}
 _MAX_STEM_BYTES = 160  # file names stop at 255 bytes; leave room for the suffix and extension
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
              *(f"LPT{i}" for i in range(10))}
@@ -58,7 +63,8 @@ _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
 
 def _ext(fmt: str) -> str:
     if fmt not in SUBTITLE_EXTENSIONS:
-        raise OutputError(f"unknown subtitle format {fmt!r}; choose srt or vtt")
+        raise OutputError(f"unknown per-recording format {fmt!r}; choose one of "
+                          f"{', '.join(SUBTITLE_EXTENSIONS)}")
     return SUBTITLE_EXTENSIONS[fmt]
 
 
@@ -76,7 +82,7 @@ def subtitle_output_path(out: str, fmt: str) -> Path:
     path = Path(out)
     is_dir = out.endswith(("/", os.sep)) or path.is_dir()
     suffix = path.suffix.lower()
-    if not is_dir and suffix in _EXTENSIONS.values() and suffix != ext:
+    if not is_dir and suffix in EXTENSIONS.values() and suffix != ext:
         raise OutputError(
             f"-o {out} ends with {suffix} but --format is {fmt}: name one recording's file "
             f"*{ext}, a folder for many (e.g. -o {path.with_suffix('')}/), or pass "
@@ -151,7 +157,7 @@ def _write_whole(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        _fsync_replace(tmp, path)
+        fsync_replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -181,6 +187,7 @@ class SubtitleWriter:
             raise OutputError(f"{self.path} exists and is not a folder for {self.ext} files")
         check_output_rows(self.path, fmt, rows)
         self.index_path = self.folder / INDEX_NAME
+        remove_stale_temps(self.folder, ".")
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self.retry_errors = retry_errors
         self.cue_options = cue_options or CueOptions()
@@ -295,8 +302,12 @@ class SubtitleWriter:
         name = self._name_for(row.id)
         entry: dict[str, Any] = {"id": row.id, "file": name, "error": row.error}
         if row.error is None:
-            cues, timings = cues_for_row(row, self.cue_options)
-            _write_whole(self.folder / name, render(cues, self.fmt))
+            if self.fmt in DOCUMENT_RENDERERS:
+                text, timings = DOCUMENT_RENDERERS[self.fmt](row)
+            else:
+                cues, timings = cues_for_row(row, self.cue_options)
+                text = render(cues, self.fmt)
+            _write_whole(self.folder / name, text)
             entry["timings"] = timings
         self._append(entry)
         self._load()[name.casefold()] = entry

@@ -1,11 +1,14 @@
 """The output of ``oasr transcribe``: crash-safe, resumable, one row per input row.
 
-Rows are buffered and every ``flush_rows`` rows written as one Parquet part file into
-``<out>.parts/`` (tmp file + ``os.replace``, so a part is whole or absent even after SIGKILL).
+Rows are buffered and every ``flush_rows`` rows, or ``flush_seconds`` after the oldest buffered
+row finished, written as one Parquet part file into ``<out>.parts/`` (tmp file +
+``os.replace``, so a part is whole or absent even after SIGKILL).
 ``close()`` merges the previous final output (if any) and all parts into ``<out>.tmp-<pid>``,
 keeping the newest row of each id, and renames it over ``<out>``; only then are the parts
 removed. A crash at any point leaves either the old output or the new one, plus parts that a
-rerun folds in: ``done_ids()`` tells the engine what to skip.
+rerun folds in: ``done_ids()`` tells the engine what to skip. A writer killed mid-rename leaves
+``<out>.tmp-<pid>`` (or a part's temp file); opening a writer removes those of dead pids.
+One process writes one output: ``oasr transcribe`` holds :class:`oasr.io.lock.OutputLock` on it.
 
 Parts are Parquet whatever the final format: they keep types, and the merge streams them in
 record batches, so memory holds the id table, not the rows.
@@ -19,21 +22,33 @@ import json
 import math
 import os
 import shutil
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oasr.io.output_format import (
+    EXTENSIONS,
+    FORMATS,
+    RECORDING_FORMATS,
+    SUBTITLE_FORMATS,
+    TABLE_FORMATS,
+    OutputError,
+    OutputRow,
+    fsync_replace,
+)
 from oasr.io.schema import OUTPUT_COLUMNS, conform_table, output_schema, unify_schemas
+from oasr.io.stale_temp import remove_stale_temps
 
 if TYPE_CHECKING:
     from oasr.io.subtitles import CueOptions
 
 __all__ = [
     "FORMATS",
+    "RECORDING_FORMATS",
     "SUBTITLE_FORMATS",
     "TABLE_FORMATS",
     "OutputError",
@@ -44,43 +59,15 @@ __all__ = [
     "resolve_output_path",
 ]
 
-TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
-SUBTITLE_FORMATS = ("srt", "vtt")  # SubtitleWriter's: one file per recording
-FORMATS = TABLE_FORMATS + SUBTITLE_FORMATS
-_EXTENSIONS = {
-    "parquet": ".parquet",
-    "jsonl": ".jsonl",
-    "txt": ".txt",
-    "srt": ".srt",
-    "vtt": ".vtt",
-}
+_EXTENSIONS = EXTENSIONS
 _PART_PREFIX = "part-"
 # Rows per Parquet row group in the final file: parts are small (flush_rows), the merged file
 # should not inherit their tiny row groups.
 ROW_GROUP_ROWS = 2048
 _ERROR_PREFIX = "ERROR: "
 _SRC_BITS = 40
-
-
-class OutputError(RuntimeError):
-    """The output cannot be written or an existing one cannot be resumed from."""
-
-
-@dataclass
-class OutputRow:
-    """One finished row. ``words``: dicts with word/start/end/confidence (seconds from the start
-    of the recording); ``segments``: dicts with start/end/text; ``error`` None when fine."""
-
-    id: str
-    text: str | None = None
-    words: list[dict[str, Any]] | None = None
-    segments: list[dict[str, Any]] | None = None
-    confidence: float | None = None
-    duration: float | None = None
-    language: str | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    passthrough: dict[str, Any] = field(default_factory=dict)
+# A part is written at least this often while rows finish: what a kill -9 can lose.
+FLUSH_SECONDS = 3.0
 
 
 def resolve_output_path(
@@ -96,7 +83,7 @@ def resolve_output_path(
     :func:`oasr.io.subtitle_writer.subtitle_output_path`."""
     if fmt not in _EXTENSIONS:
         raise OutputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if fmt in SUBTITLE_FORMATS:
+    if fmt in RECORDING_FORMATS:
         from oasr.io.subtitle_writer import subtitle_output_path
 
         return subtitle_output_path(out, fmt)
@@ -145,20 +132,6 @@ def _txt_line(row: dict[str, Any]) -> str:
     return f"{_one_line(str(row['id']))}\t{_one_line(body)}\n"
 
 
-def _fsync_replace(tmp: Path, final: Path) -> None:
-    os.replace(tmp, final)
-    try:
-        fd = os.open(final.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the rename itself has happened
-    finally:
-        os.close(fd)
-
-
 class OutputWriter:
     """Writes :class:`OutputRow` s to ``path`` in ``fmt``; see the module docstring.
 
@@ -175,6 +148,7 @@ class OutputWriter:
         retry_errors: bool = False,
         flush_rows: int = 64,
         passthrough_schema: pa.Schema | None = None,
+        flush_seconds: float = FLUSH_SECONDS,
     ) -> None:
         if fmt not in TABLE_FORMATS:
             raise OutputError(
@@ -183,17 +157,23 @@ class OutputWriter:
             )
         if flush_rows < 1:
             raise OutputError(f"flush_rows must be >= 1, got {flush_rows}")
+        if not flush_seconds > 0:
+            raise OutputError(f"flush_seconds must be > 0, got {flush_seconds}")
         self.path = Path(path)
         self.fmt = fmt
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self.retry_errors = retry_errors
         self.flush_rows = flush_rows
+        self.flush_seconds = flush_seconds
         self.passthrough_schema = passthrough_schema
         output_schema(passthrough_schema)  # refuses colliding names now, not at the first flush
         self.parts_dir = Path(f"{self.path}.parts")
         self._buffer: list[OutputRow] = []
+        self._buffered_since = 0.0  # monotonic time the oldest buffered row arrived
         self._next_part: int | None = None
         self._closed = False
+        remove_stale_temps(self.path.parent, f"{self.path.name}.tmp-")
+        remove_stale_temps(self.parts_dir, f".{_PART_PREFIX}")
 
     # -------------------------------------------------------------- reading what exists
 
@@ -284,11 +264,22 @@ class OutputWriter:
     # -------------------------------------------------------------- writing
 
     def write(self, row: OutputRow) -> None:
-        """Buffer ``row``; every ``flush_rows`` rows become one part file."""
+        """Buffer ``row``; ``flush_rows`` rows, or rows buffered ``flush_seconds``, become one
+        part file, so a ``kill -9`` loses at most that much finished work."""
         if self._closed:
             raise OutputError(f"writer for {self.path} is closed")
+        now = time.monotonic()
+        if not self._buffer:
+            self._buffered_since = now
         self._buffer.append(row)
-        if len(self._buffer) >= self.flush_rows:
+        if (len(self._buffer) >= self.flush_rows
+                or now - self._buffered_since >= self.flush_seconds):
+            self.flush()
+
+    def flush_if_due(self) -> None:
+        """Flush when the oldest buffered row has waited ``flush_seconds``: called while a long
+        recording decodes, so rows finished before it do not wait for the next row."""
+        if self._buffer and time.monotonic() - self._buffered_since >= self.flush_seconds:
             self.flush()
 
     def _rows_to_table(self, rows: list[OutputRow]) -> pa.Table:
@@ -352,6 +343,7 @@ class OutputWriter:
         self._closed = True
         parts = self._parts()
         if not parts and self.path.is_file():
+            shutil.rmtree(self.parts_dir, ignore_errors=True)  # only stale temp files were left
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
@@ -364,7 +356,7 @@ class OutputWriter:
                 self._merge(parts, f)
                 f.flush()
                 os.fsync(f.fileno())
-            _fsync_replace(tmp, self.path)
+            fsync_replace(tmp, self.path)
         finally:
             tmp.unlink(missing_ok=True)
         shutil.rmtree(self.parts_dir, ignore_errors=True)
@@ -486,7 +478,7 @@ def open_writer(
     """The writer of ``fmt`` at ``path`` (from :func:`resolve_output_path`): an
     :class:`OutputWriter` for parquet/jsonl/txt, a ``SubtitleWriter`` for srt/vtt (which uses
     ``cue_options`` and refuses ``rows`` > 1 into one file; the others ignore both)."""
-    if fmt in SUBTITLE_FORMATS:
+    if fmt in RECORDING_FORMATS:
         from oasr.io.subtitle_writer import SubtitleWriter
 
         return SubtitleWriter(path, fmt, metadata=metadata, retry_errors=retry_errors,

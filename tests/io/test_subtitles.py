@@ -342,7 +342,7 @@ def test_a_failed_write_leaves_no_file_and_no_entry(tmp_path: Path, monkeypatch)
     def crash(tmp: Path, final: Path) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(sw_module, "_fsync_replace", crash)
+    monkeypatch.setattr(sw_module, "fsync_replace", crash)
     with pytest.raises(OSError):
         w.write(_ok(2))
     w.abort()

@@ -112,3 +112,13 @@ def test_empty_files_have_no_rows(tmp_path):
     (tmp_path / "e.tsv").write_text("id\ttext\n")
     assert read_transcripts(tmp_path / "e.jsonl").texts == {}
     assert read_transcripts(tmp_path / "e.tsv").texts == {}
+
+
+def test_txt_layout_of_oasr_transcribe_reads_with_its_error_rows(tmp_path):
+    from oasr.metrics.tables import read_transcripts
+
+    path = tmp_path / "hyp.txt"
+    path.write_text("a\thello world\nb\tERROR: b.wav: cannot decode\n\nc\t\n", encoding="utf-8")
+    t = read_transcripts(path, error_column="error", allow_null_text=True)
+    assert t.texts == {"a": "hello world", "b": "", "c": ""}
+    assert t.errors == {"b": "b.wav: cannot decode"}

@@ -63,13 +63,13 @@ def test_bad_rows_become_error_rows_while_good_rows_are_transcribed(tiny_engine,
         "truncated": (truncated, r"truncated or corrupt|not a readable audio file"),
         "truncated-late": (truncated_late, r"truncated or corrupt: decoding failed after 2\d\."),
         "empty": (write_wav(tmp_path / "empty.wav", np.zeros(0, np.float32)), "0 samples"),
-        "silent": (silent, "silent"),
         "nan": (nan, "NaN"),
         "junk": (junk, "not a readable audio file"),
         "null-audio": (None, "no audio"),
     }
     entries = [{"id": "good-0", "audio": str(good[0])}]
     entries += [{"id": k, "audio": p and str(p)} for k, (p, _) in bad.items()]
+    entries += [{"id": "silent", "audio": str(silent)}]
     entries += [{"id": "good-1", "audio": str(good[1])}]
     manifest = _write_jsonl(tmp_path / "m.jsonl", entries)
     line = {e["id"]: n for n, e in enumerate(entries, start=1)}
@@ -85,10 +85,14 @@ def test_bad_rows_become_error_rows_while_good_rows_are_transcribed(tiny_engine,
         message = row["error"]
         assert message is not None, row_id
         assert f"{manifest} line {line[row_id]}" in message, message  # names the row
-        if row_id not in ("silent", "null-audio"):  # what the audio reader says names the file
+        if row_id != "null-audio":  # what the audio reader says names the file
             assert path.name in message, message
         assert re.search(problem, message), message  # and the problem
+    # Digital silence is valid audio in which nothing is said: empty text, and why.
+    assert rows["silent"]["error"] is None and rows["silent"]["text"] == ""
+    assert rows["silent"]["finish_reason"] == "silence"
     assert rows["silent"]["duration"] == pytest.approx(3.0)
+    assert stats.finish_reasons["silence"] == 1
     for k, path in enumerate(good):
         row = rows[f"good-{k}"]
         assert row["error"] is None
@@ -96,7 +100,9 @@ def test_bad_rows_become_error_rows_while_good_rows_are_transcribed(tiny_engine,
         # One window: the row's text is what the engine makes of the whole clip on its own.
         assert row["text"] == _decode_alone(tiny_engine, load_audio(str(path)))
         assert row["text"]
-        assert row["segments"] is None
+        # One window, one segment: the whole clip.
+        assert [(s["start"], s["text"]) for s in row["segments"]] == [(0.0, row["text"])]
+        assert row["segments"][0]["end"] == pytest.approx(row["duration"])
         assert row["finish_reason"] == "stop"
         assert 0.0 < row["confidence"] <= 1.0
 

@@ -67,7 +67,10 @@ def test_whisper_resumes_at_the_pause_before_a_late_timestamp():
 
     sr = 16000
     rng = np.random.default_rng(1)
-    audio = (0.1 * rng.standard_normal(8 * sr)).astype(np.float32)
+    # Speech-like: noise under a 4 Hz syllable envelope (stationary noise is a noise floor).
+    envelope = 0.55 + 0.45 * np.sin(2 * np.pi * 4 * np.arange(8 * sr) / sr)
+    envelope[int(3.5 * sr):int(5.2 * sr)] = 1.0  # voiced right up to the pause and from it
+    audio = (0.1 * envelope * rng.standard_normal(8 * sr)).astype(np.float32)
     audio[int(4.0 * sr):int(4.7 * sr)] = 0.0
     t = Transcriber.__new__(Transcriber)
     t.sr = sr

@@ -57,9 +57,12 @@ class AedOptions:
     step_graph_max_captures: int = option(
         DEFAULT_MAX_CAPTURES, doc="Decoder-step graphs kept at most; a new step shape past it "
                                   "runs eager.")
-    pause_snap_db: float = option(40.0, doc="Word timings: move token spans off pauses "
-                                            "(frames this many dB under the audio's loud "
-                                            "frames for >= 0.3 s); 0: raw DTW spans.")
+    pause_snap_db: float = option(35.0, doc="Word timings: move token spans off pauses "
+                                            "(>= 0.3 s of frames this many dB under the "
+                                            "audio's loud frames, or within pause_floor_db of "
+                                            "its noise floor); 0: raw DTW spans.")
+    pause_floor_db: float = option(12.0, doc="Word timings: a frame less than this many dB "
+                                             "over the audio's noise floor is a pause frame.")
 
     def validate(self) -> None:
         if self.beam_size < 1:
@@ -70,6 +73,8 @@ class AedOptions:
             raise ValueError("compact_fraction must be in [0, 1]")
         if self.pause_snap_db < 0:
             raise ValueError("pause_snap_db must be >= 0 (0: off)")
+        if self.pause_floor_db < 0:
+            raise ValueError("pause_floor_db must be >= 0")
         if self.repetition_guard < 0 or self.repetition_guard == 1:
             raise ValueError("repetition_guard must be 0 (off) or >= 2")
         if self.step_graph_max_captures < 0:
@@ -213,11 +218,21 @@ class AedDecodeStrategy(IncrementalArStrategy):
                                       None if enc_lens is None else enc_lens.index_select(0, t))
             return
         logits, state, rows = self.prefill_rows(requests, enc, enc_lens)
+        timed = any(r.decoding.word_timestamps for r in requests)
         self.beams.append(ArBeamGroup(
             rows, state, self.model.decoder, self.process_logits(logits.float(), first=True),
             beam_size=self.options.beam_size, eos_id=self.eos_id,
             length_penalty=self.options.length_penalty,
+            keep=self._keep_cross if timed else None,
         ))
+
+    @staticmethod
+    def _keep_cross(state: Any, slots: torch.Tensor) -> list[Any]:
+        """The cross K/V of beam rows retiring now, one (keys, values) per row (per layer
+        (1, H, T_enc, D)): the alignment pass re-forwards the winner against them."""
+        keys, values = state.cross.rows(slots)
+        return [([k[i:i + 1] for k in keys], [v[i:i + 1] for v in values])
+                for i in range(slots.numel())]
 
     # -- steps ----------------------------------------------------------------------------
     def _suppressed(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -256,12 +271,21 @@ class AedDecodeStrategy(IncrementalArStrategy):
             if g.active_rows:  # none when every row finished on its first token
                 logits = self.process_logits(
                     self.model.decoder.step(g.last, g.state).float(), first=False)
-            for row, tokens, logps, reason, nbest in g.step(logits):
+            timed: list[tuple[ArRow, RequestOutput, Any]] = []
+            for row, tokens, logps, reason, nbest, *kept in g.step(logits):
                 out = self.finish_row(row, tokens, logps, reason)
                 n = row.request.decoding.n_best
                 if n:
                     out.nbest_texts = [self.tokenizer.decode(t) for t in nbest[:n]]
+                if "align" in row.extra:
+                    timed.append((row, out, kept[0]))
                 self._finished.append(out)
+            if timed:
+                rows, outs, cross = zip(*timed)
+                layers = range(len(cross[0][0]))
+                self._time_words(list(rows), list(outs),
+                                 [torch.cat([c[0][i] for c in cross]) for i in layers],
+                                 [torch.cat([c[1][i] for c in cross]) for i in layers])
             if g.empty:
                 self.beams.pop(0)
         out, self._finished = self._finished, []
@@ -285,9 +309,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
     # -- word timings -----------------------------------------------------------------------
     @property
     def word_timing_modes(self) -> tuple[str, ...]:
-        """Offline, greedy, with alignment heads and a resolvable clock. A beam group keeps no
-        encoder row to re-forward against, so beam search times nothing."""
-        if (self.options.beam_size > 1 or not self.cfg.alignment_heads
+        """Offline, greedy or beam search, with alignment heads and a resolvable clock. Beam
+        search keeps the cross K/V of each row as it retires, and the winning hypothesis takes
+        the same teacher-forced pass as a greedy row's."""
+        if (not self.cfg.alignment_heads
                 or not hasattr(self.model.decoder, "cross_attention_scores")
                 or self.clock is None):
             return ()
@@ -298,12 +323,20 @@ class AedDecodeStrategy(IncrementalArStrategy):
         asked = [(i, out) for i, out in zip(indices, outputs) if "align" in group.rows[i].extra]
         if not asked:
             return
+        idx = torch.tensor([i for i, _ in asked], device=group.last.device)
+        cross_k, cross_v = group.state.cross.rows(idx)  # dense or paged storage alike
+        self._time_words([group.rows[i] for i, _ in asked], [out for _, out in asked],
+                         cross_k, cross_v)
+
+    def _time_words(self, rows: list[ArRow], outputs: list[RequestOutput],
+                    cross_k: list[torch.Tensor], cross_v: list[torch.Tensor]) -> None:
+        """Word timings of finished ``rows`` (each holding ``extra["align"]``) from one
+        teacher-forced pass against their cross K/V (per layer (R, H, T_enc, D))."""
         clock = self.clock
         sample_rate = self.feature_config.sample_rate
         no_ts = self.cfg.no_timestamps_token_id
         prompts, texts, probs, frames = [], [], [], []
-        for i, out in asked:
-            row = group.rows[i]
+        for row, out in zip(rows, outputs):
             d = row.request.decoding
             prompt = list(self.cfg.prompt_ids(task=d.task, language=row.extra.get("language")
                                               if self.cfg.is_multilingual else None))
@@ -317,17 +350,16 @@ class AedDecodeStrategy(IncrementalArStrategy):
             if out.resume_at is not None:  # the settled text covers the window up to there
                 seconds = min(seconds, out.resume_at)
             frames.append(math.ceil(seconds / clock.seconds_per_frame))
-        idx = torch.tensor([i for i, _ in asked], device=group.last.device)
-        cross_k, cross_v = group.state.cross.rows(idx)  # dense or paged storage alike
         spans = align_rows(self.model.decoder, prompts, texts, frames, cross_k, cross_v,
                            [tuple(h) for h in self.cfg.alignment_heads], self.eos_id)
         snap = native("alignment").snap_to_pauses
-        for (i, out), text, p, span in zip(asked, texts, probs, spans):
+        for row, out, text, p, span in zip(rows, outputs, texts, probs, spans):
             starts, ends = span.starts, span.ends
             pieces = self.tokenizer.token_pieces(text)
             if self.options.pause_snap_db > 0:
-                pauses = speech_pauses(group.rows[i].request.audio, sample_rate,
-                                       clock.seconds_per_frame, self.options.pause_snap_db)
+                pauses = speech_pauses(row.request.audio, sample_rate,
+                                       clock.seconds_per_frame, self.options.pause_snap_db,
+                                       self.options.pause_floor_db)
                 joins = np.array([not piece[:1].isspace() for piece in pieces], dtype=np.uint8)
                 starts, ends = snap(starts, ends, joins, *pauses)
             fill_word_timings(out, self.tokenizer, text, starts, ends,
@@ -364,8 +396,11 @@ class AedDecodeStrategy(IncrementalArStrategy):
             for p in probs:
                 total += p
             conf = total / len(probs)
+        # Whisper's avg_logprob: the mean over the generated tokens (end of text excluded).
+        avg_logprob = sum(logps) / len(logps) if logps else None
         return RequestOutput(
             request_id=row.request.request_id, text=text, token_ids=tokens,
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,
-            segments=segments, resume_at=resume, metadata=row.request.metadata,
+            avg_logprob=avg_logprob, segments=segments, resume_at=resume,
+            metadata=row.request.metadata,
         )

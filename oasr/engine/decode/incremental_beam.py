@@ -5,11 +5,15 @@ to it. The decoder needs no beam method: ``select(state, idx)`` with repeated in
 expands the prefilled rows into a grid of ``beam_size`` slots and reorders the grid onto each
 slot's parent. A slot that emits EOS is banked as a finished candidate; a request retires when
 it has ``beam_size`` finished candidates or reaches its token cap. Width 1 reproduces greedy
-token for token (the property the tests pin).
+token for token (the property the tests pin). ``keep(state, slots)``, when given, is called with
+the grid slots of the rows retiring in a step before the grid drops them, so a caller can keep
+what it needs of them (the AED keeps their cross-attention K/V to time words); each finished
+tuple then ends with its share of what ``keep`` returned.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +33,10 @@ class ArBeamGroup:
     """Beams of a prefilled micro-batch. ``step(logits)`` returns the rows that finished."""
 
     def __init__(self, rows: list[ArRow], state: Any, decoder: Any, first_logits: torch.Tensor,
-                 beam_size: int, eos_id: int, length_penalty: float = 1.0) -> None:
+                 beam_size: int, eos_id: int, length_penalty: float = 1.0,
+                 keep: Callable[[Any, torch.Tensor], list[Any]] | None = None) -> None:
         self.rows = rows
+        self.keep = keep
         self.decoder = decoder
         self.k = beam_size
         self.eos_id = eos_id
@@ -67,6 +73,7 @@ class ArBeamGroup:
         top_scores, top_idx, top_lp = top_scores.tolist(), top_idx.tolist(), top_lp.tolist()
 
         done: list[tuple] = []
+        done_slots: list[int] = []  # a grid slot of each retiring row (all share its encoder)
         parents: list[int] = []
         tokens: list[int] = []
         still: list[int] = []
@@ -98,11 +105,15 @@ class ArBeamGroup:
                     reason = "length"
                 done.append((row, best.tokens, best.logps[:len(best.tokens)], reason,
                              [h.tokens for h in ranked]))
+                done_slots.append(j * slots)
                 continue
             self.alive[r] = row_alive
             still.append(r)
             parents += row_parents
             tokens += [h.tokens[-1] for h in row_alive]
+        if done and self.keep is not None:
+            kept = self.keep(self.state, torch.tensor(done_slots, device=lp.device))
+            done = [(*d, k) for d, k in zip(done, kept, strict=True)]
         self.live = still
         if still:
             idx = torch.tensor(parents, device=lp.device)

@@ -16,6 +16,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from oasr.models.catalog import multilingual_suggestion
+
 TASKS = ("transcribe", "translate")
 
 
@@ -150,7 +152,7 @@ class WhisperConfig:
                 if task != "transcribe":
                     raise ValueError(
                         f"task {task!r} needs a multilingual Whisper; this checkpoint's prompt "
-                        "has no task slot (English-only model)"
+                        f"has no task slot (English-only model); {multilingual_suggestion()}"
                     )
             else:
                 if task not in self.task_to_id:
@@ -163,7 +165,7 @@ class WhisperConfig:
                 if code != "en":
                     raise ValueError(
                         f"language {language!r} needs a multilingual Whisper; this checkpoint "
-                        "is English-only"
+                        f"is English-only; {multilingual_suggestion()}"
                     )
             else:
                 if code not in self.lang_to_id:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
 from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
@@ -69,11 +70,18 @@ def test_only_the_rows_that_asked_are_aligned():
         assert len(out.timestamps) == len([t for t in out.token_ids if t < 50256])
 
 
-def test_beam_search_and_an_unknown_clock_refuse_timings():
+def test_beam_search_times_words_and_an_unknown_clock_refuses():
     beam = tiny_engine(beam_size=2)
-    assert beam.strategy.word_timing_modes == ()
-    with pytest.raises(ValueError, match=r"cannot time words .*modes it can: none"):
-        beam.add_request(Request("b", audio(0), DecodingOptions(word_timestamps=True)))
+    assert beam.strategy.word_timing_modes == ("offline",)
+    calls = count_alignment_passes(beam)
+    reqs = [Request(f"b{i}", audio(i), DecodingOptions(word_timestamps=i != 1))
+            for i in range(3)]
+    outs = {o.request_id: o for o in beam.run(reqs)}
+    assert sum(calls) == 2  # the winners of the two rows that asked, nothing else
+    assert outs["b1"].words is None
+    for i in (0, 2):
+        out = outs[f"b{i}"]
+        assert out.words and [w.word for w in out.words] == out.text.split()
     greedy = tiny_engine()
     assert greedy.strategy.word_timing_modes == ("offline",)
     greedy.strategy.feature_config = None  # the frame clock cannot be resolved
@@ -135,3 +143,65 @@ def test_utterance_confidence_does_not_depend_on_asking_for_timings():
     assert outs["plain"].confidence is not None
     # Same tokens, two rows of one batch: equal up to fp32 batch noise.
     assert outs["timed"].confidence == pytest.approx(outs["plain"].confidence, rel=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LIBRISPEECH.is_dir(), reason="needs ../shared/data")
+def test_real_tiny_en_beam_of_one_times_words_as_greedy_and_beam_five_keeps_its_words(
+        monkeypatch):
+    """The beam path's alignment pass is greedy's: forced to width 1, the beam group decodes
+    greedy's tokens and must give exactly greedy's words; at width 5 every row keeps words."""
+    import oasr.engine.decode.aed as aed
+    from oasr.engine.decode.incremental_beam import ArBeamGroup
+    from oasr.models.loader import load_pretrained
+
+    wavs = [sf.read(p, dtype="float32")[0] for p in sorted(LIBRISPEECH.glob("*.flac"))[:3]]
+    lm = load_pretrained(None)
+
+    def words(engine):
+        reqs = [Request(f"u{i}", w, DecodingOptions(word_timestamps=True))
+                for i, w in enumerate(wavs)]
+        outs = {o.request_id: o for o in engine.run(reqs)}
+        return [[(w.word, w.start, w.end) for w in outs[f"u{i}"].words] for i in range(3)]
+
+    with torch_threads(2):
+        greedy = words(ASREngine(EngineConfig(device="cpu", dtype="fp32"), loaded=lm))
+        five = words(ASREngine(EngineConfig(device="cpu", dtype="fp32",
+                                            decode_options={"beam_size": 5}), loaded=lm))
+        monkeypatch.setattr(aed, "ArBeamGroup",
+                            lambda *a, **kw: ArBeamGroup(*a, **{**kw, "beam_size": 1}))
+        one = words(ASREngine(EngineConfig(device="cpu", dtype="fp32",
+                                           decode_options={"beam_size": 2}), loaded=lm))
+    assert all(greedy)
+    for g, o in zip(greedy, one):
+        assert [w for w, _, _ in g] == [w for w, _, _ in o]
+        assert np.allclose([t for _, *t in g], [t for _, *t in o], atol=1e-6)
+    assert all(len(f) >= 0.8 * len(g) for f, g in zip(five, greedy))
+    for f in five:
+        assert all(e > s for _, s, e in f)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(not LIBRISPEECH.is_dir(), reason="needs ../shared/data")
+def test_real_tiny_en_cuda_words_match_cpu_greedy_and_beam():
+    """The CUDA path (paged KV under greedy, dense under beam) times the same words as the CPU
+    one, to a frame: the alignment matrix is built on the device, pauses on the host audio."""
+    wavs = [sf.read(p, dtype="float32")[0] for p in sorted(LIBRISPEECH.glob("*.flac"))[:4]]
+
+    def words(device, **options):
+        engine = ASREngine(EngineConfig(device=device, dtype="fp32", decode_options=options))
+        reqs = [Request(f"u{i}", w, DecodingOptions(word_timestamps=True))
+                for i, w in enumerate(wavs)]
+        outs = {o.request_id: o for o in engine.run(reqs)}
+        return [outs[f"u{i}"] for i in range(len(wavs))]
+
+    for options in ({}, {"beam_size": 5}):
+        cpu, gpu = words("cpu", **options), words("cuda", **options)
+        for c, g in zip(cpu, gpu):
+            if c.text != g.text:  # a near-tie flipped a token; the words then differ too
+                continue
+            assert [w.word for w in c.words] == [w.word for w in g.words]
+            starts = np.array([[a.start, b.start] for a, b in zip(c.words, g.words)])
+            assert np.abs(starts[:, 0] - starts[:, 1]).max() <= 0.021
+            assert all(w.end > w.start for w in g.words)

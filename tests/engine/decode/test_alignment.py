@@ -3,8 +3,10 @@
 The rule lives here and nowhere at run time: words are maximal runs of code points that are
 neither whitespace (exactly ``str.isspace``) nor of a space-less script (CJK, kana, Hangul);
 each space-less code point is its own word; a word's tokens are the ones whose code points
-overlap it, its span runs from the first one's start to the last one's end, its confidence is
-their mean posterior accumulated left to right. Changing the C++ means changing this oracle.
+overlap it, its span runs from the first one's start to the last one's end (a token shared by k
+words split in k equal parts), its confidence is their mean posterior accumulated left to right;
+then spans are made ordered and disjoint and zero-length words share their neighbour's span.
+Changing the C++ means changing this oracle.
 """
 
 from __future__ import annotations
@@ -51,14 +53,66 @@ def oracle_words(pieces, starts, ends, probs, spf, offset):
             spans.append((k, k + 1))
     if run is not None:
         spans.append((run, len(text)))
-    words = []
+    # Tokens shared by several words are divided among them in equal parts.
+    sharing = [0] * len(pieces)
+    ranks = []
     for a, b in spans:
+        first, last = owner[a], owner[b - 1]
+        ranks.append((sharing[first], sharing[first] if first == last else sharing[last]))
+        sharing[first] += 1
+        if last != first:
+            sharing[last] += 1
+
+    def part(t, k):
+        if k == 0:
+            return starts[t]
+        if k == sharing[t]:
+            return ends[t]
+        return starts[t] + (ends[t] - starts[t]) / sharing[t] * k
+
+    ws, we, lens, words = [], [], [], []
+    for (a, b), (r0, r1) in zip(spans, ranks):
         toks = sorted({owner[k] for k in range(a, b)})
         acc = 0.0
         for t in toks:
             acc += probs[t]
-        words.append((text[a:b], starts[toks[0]] * spf + offset, ends[toks[-1]] * spf + offset,
-                      acc / len(toks)))
+        ws.append(part(toks[0], r0))
+        we.append(part(toks[-1], r1 + 1))
+        lens.append(float(b - a))
+        words.append([text[a:b], acc / len(toks)])
+    # In order and disjoint, then no zero-length word.
+    for w in range(len(ws)):
+        if w and ws[w] < we[w - 1]:
+            ws[w] = we[w - 1]
+        if we[w] < ws[w]:
+            we[w] = ws[w]
+    w = 0
+    while w < len(ws):
+        if we[w] > ws[w]:
+            w += 1
+            continue
+        a = b = w
+        while b < len(ws) and we[b] <= ws[b]:
+            b += 1
+        lo = max(0.0, ws[a] - float(b - a))
+        hi = lo + float(b - a)
+        if b < len(ws):
+            lo, hi = ws[b], we[b]
+            b += 1
+        elif a > 0:
+            a -= 1
+            lo, hi = ws[a], we[a]
+        letters = 0.0
+        for k in range(a, b):
+            letters += lens[k]
+        at = lo
+        for k in range(a, b):
+            ws[k] = at
+            at = hi if k + 1 == b else at + (hi - lo) * lens[k] / letters
+            we[k] = at
+        w = b
+    words = [(t, s * spf + offset, e * spf + offset, c)
+             for (t, c), s, e in zip(words, ws, we)]
     total = 0.0
     for p in probs:
         total += p
@@ -125,9 +179,33 @@ def test_word_pass_known_row():
     assert [w[0] for w in words] == ["Hello,", "world", "你", "好"]
     assert words[0][1:3] == (1.0, 1.0 + 2 * 0.02)
     assert words[1][3] == pytest.approx(0.6)
-    assert words[2][1:3] == words[3][1:3] == (1.0 + 5 * 0.02, 1.0 + 6 * 0.02)
+    # The two CJK characters share one token: each gets half its span.
+    assert words[2][1:3] == (1.0 + 5 * 0.02, 1.0 + 5.5 * 0.02)
+    assert words[3][1:3] == (1.0 + 5.5 * 0.02, 1.0 + 6 * 0.02)
     assert conf == pytest.approx(sum([0.9, 0.8, 0.5, 0.7, 0.1, 0.6]) / 6)
     assert token_starts == pytest.approx([1.0 + 0.02 * i for i in range(6)])
+
+
+def test_word_pass_gives_no_word_zero_length_and_keeps_spans_disjoint():
+    # "going" collapsed onto the next word's start (a span snapped to a pause's end); "b"
+    # starts inside "a"; the last word is zero-length at the row's end.
+    words, _, _ = alignment.word_timings(
+        [" a", " b", " going", " on", " end"], np.array([0.0, 2.0, 10.0, 10.0, 20.0]),
+        np.array([4.0, 6.0, 10.0, 16.0, 20.0]), np.full(5, 0.5), 1.0, 0.0)
+    spans = [(w[1], w[2]) for w in words]
+    assert spans[0] == (0.0, 4.0) and spans[1] == (4.0, 6.0)  # "b" starts where "a" ends
+    # "going" and "on" share "on"'s span [10, 16) by letters, 5 : 2; then "end", zero-length
+    # at the row's end, shares what "on" kept, 3 : 2.
+    going_end = 10.0 + 6.0 * 5 / 7
+    on_end = going_end + (16.0 - going_end) * 2 / 5
+    assert spans[2] == pytest.approx((10.0, going_end))
+    assert spans[3] == pytest.approx((going_end, on_end))
+    assert spans[4] == pytest.approx((on_end, 16.0))
+    assert all(e > s for s, e in spans)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    single, _, _ = alignment.word_timings([" x"], np.array([3.0]), np.array([3.0]),
+                                          np.ones(1), 0.02, 0.0)
+    assert single[0][1:3] == (2.0 * 0.02, 3.0 * 0.02)
 
 
 def test_word_pass_refuses_mismatched_inputs():

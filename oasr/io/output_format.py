@@ -1,0 +1,74 @@
+"""What every output writer shares: the formats and their extensions, the row, the error, and
+the atomic rename. A floor under ``writer`` and ``subtitle_writer`` so neither imports the other
+for these."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EXTENSIONS",
+    "FORMATS",
+    "RECORDING_FORMATS",
+    "SUBTITLE_FORMATS",
+    "TABLE_FORMATS",
+    "OutputError",
+    "OutputRow",
+    "fsync_replace",
+]
+
+TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
+SUBTITLE_FORMATS = ("srt", "vtt")
+# SubtitleWriter's: one file per recording (json/tsv rendered by oasr.io.transcript_documents).
+RECORDING_FORMATS = SUBTITLE_FORMATS + ("json", "tsv")
+FORMATS = TABLE_FORMATS + RECORDING_FORMATS
+EXTENSIONS = {
+    "parquet": ".parquet",
+    "jsonl": ".jsonl",
+    "txt": ".txt",
+    "srt": ".srt",
+    "vtt": ".vtt",
+    "json": ".json",
+    "tsv": ".tsv",
+}
+
+
+class OutputError(RuntimeError):
+    """The output cannot be written or an existing one cannot be resumed from."""
+
+
+@dataclass
+class OutputRow:
+    """One finished row. ``words``: dicts with word/start/end/confidence (seconds from the start
+    of the recording); ``segments``: dicts with start/end/text; ``error`` None when fine."""
+
+    id: str
+    text: str | None = None
+    words: list[dict[str, Any]] | None = None
+    segments: list[dict[str, Any]] | None = None
+    confidence: float | None = None
+    duration: float | None = None
+    language: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    passthrough: dict[str, Any] = field(default_factory=dict)
+    # Shown to the user (e.g. "the audio sounds like Spanish"), not written to the output.
+    warnings: list[str] = field(default_factory=list)
+
+
+def fsync_replace(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` over ``final`` and make the rename durable (fsync of the folder)."""
+    os.replace(tmp, final)
+    try:
+        fd = os.open(final.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the rename itself has happened
+    finally:
+        os.close(fd)

@@ -1,0 +1,121 @@
+"""``oasr transcribe`` outputs as a new user writes them: -o's extension, -o -, json/tsv, txt
+read back by ``oasr wer``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from oasr.cli.app import app
+from tests.helpers.tiny_whisper import torch_threads
+from tests.transcribe.conftest import clip, write_tiny_bundle
+
+SHORT = ("1688-142285-0002", "1688-142285-0003")
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with torch_threads(1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_bundle(tmp_path_factory.mktemp("bundle") / "tiny", window_s=6.0)
+
+
+def run(bundle: Path, *args: object):
+    return runner.invoke(app, ["transcribe", *map(str, args), "--model", str(bundle),
+                               "--no-progress"])
+
+
+def test_jsonl_extension_writes_jsonl_not_parquet(bundle, tmp_path):
+    out = tmp_path / "o.jsonl"
+    res = run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", out)
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(SHORT)
+
+
+def test_format_contradicting_the_extension_is_refused(bundle, tmp_path):
+    res = run(bundle, clip(SHORT[0]), "-o", tmp_path / "o.jsonl", "-f", "parquet")
+    assert res.exit_code == 2
+    assert "but --format is parquet" in " ".join(res.output.split())
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_dash_streams_jsonl_to_stdout_and_creates_no_file(bundle, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", "-")
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "-").exists()
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["id"] for r in rows) == sorted(SHORT)
+    assert all(r["text"] for r in rows)
+
+
+def test_json_and_tsv_one_file_per_recording(bundle, tmp_path):
+    res = run(bundle, clip(SHORT[0]), "-o", tmp_path / "talk.json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "talk.json").read_text())
+    assert set(doc) >= {"text", "segments", "language"} and doc["segments"][0]["text"]
+    res = run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", tmp_path / "tsv/", "-f", "tsv")
+    assert res.exit_code == 0, res.output
+    lines = (tmp_path / "tsv" / f"{SHORT[1]}.tsv").read_text().splitlines()
+    assert lines[0] == "start\tend\ttext" and len(lines) == 2
+
+
+def test_txt_is_read_back_by_wer(bundle, tmp_path):
+    out = tmp_path / "o.txt"
+    assert run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", out).exit_code == 0
+    ref = tmp_path / "ref.tsv"
+    hyp_rows = dict(line.split("\t", 1) for line in out.read_text().splitlines())
+    ref.write_text("id\ttext\n" + "".join(f"{i}\t{t}\n" for i, t in hyp_rows.items()))
+    res = runner.invoke(app, ["wer", str(ref), str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["wer"] == 0.0
+
+
+def test_parquet_times_are_rounded_to_milliseconds(bundle, tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    pieces = [sf.read(clip(c), dtype="float32")[0] for c in SHORT * 2]
+    long = tmp_path / "long.wav"
+    sf.write(long, np.concatenate(pieces), 16000)
+    out = tmp_path / "o.parquet"
+    assert run(bundle, long, "-o", out).exit_code == 0
+    segments = pq.read_table(out).column("segments").to_pylist()[0]
+    assert len(segments) > 1
+    assert all(s["start"] == round(s["start"], 3) and s["end"] == round(s["end"], 3)
+               for s in segments)
+
+
+def test_nemo_manifest_round_trips_and_wer_joins_on_audio_filepath(bundle, tmp_path):
+    import soundfile as sf
+
+    (tmp_path / "wavs").mkdir()
+    entries = []
+    for c in SHORT:
+        rel = f"wavs/{c}.flac"
+        (tmp_path / rel).write_bytes(clip(c).read_bytes())
+        entries.append({"audio_filepath": rel, "duration": sf.info(str(clip(c))).duration,
+                        "text": "some reference words", "speaker": "s1"})
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    out = tmp_path / "out.parquet"
+    assert run(bundle, manifest, "-o", out).exit_code == 0
+    rows = pq.read_table(out).to_pylist()
+    assert sorted(r["id"] for r in rows) == sorted(e["audio_filepath"] for e in entries)
+    assert all(r["audio_filepath"] == r["id"] and r["speaker"] == "s1" for r in rows)
+    res = runner.invoke(app, ["wer", str(manifest), str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert report["utterances"] == 2 and report["ref_words"] == 6
+    # Joined: each hypothesis word met its reference (unjoined, all 6 would be deletions).
+    assert report["hits"] + report["substitutions"] >= 1
