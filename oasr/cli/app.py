@@ -12,6 +12,7 @@ from oasr.cli.bench import bench_command
 from oasr.cli.convert import convert_command
 from oasr.cli.gaps import gaps_command
 from oasr.cli.models import models_command
+from oasr.cli.stream import stream_command
 from oasr.cli.transcribe import transcribe_command
 from oasr.cli.wer import wer_command
 
@@ -43,6 +44,7 @@ app.command("bench")(bench_command)
 app.command("convert")(convert_command)
 app.command("gaps")(gaps_command)
 app.command("models")(models_command)
+app.command("stream")(stream_command)
 app.command("transcribe")(transcribe_command)
 app.command("wer")(wer_command)
 

@@ -129,6 +129,7 @@ def transcribe_command(
     """
     flags = SimpleNamespace(**locals())
     from rich.console import Console
+    from rich.markup import escape
 
     from oasr.cli.decoding_flags import apply_beam_size, parse_temperatures, set_threads
     from oasr.cli.transcribe_checks import FlagError, check_flags
@@ -146,7 +147,8 @@ def transcribe_command(
     def fail(exc: Exception, code: int = 2) -> typer.Exit:
         # A KeyError's str() is its repr; the message is its argument.
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        console.print(f"[red]error:[/] {text}", soft_wrap=True, highlight=False)
+        # escaped: "pip install 'oasr[multilingual]'" is not rich markup
+        console.print(f"[red]error:[/] {escape(str(text))}", soft_wrap=True, highlight=False)
         return typer.Exit(code)
 
     try:

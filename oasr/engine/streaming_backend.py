@@ -1,14 +1,44 @@
 """The streaming-runtime axis: how an encoder's per-stream cache is owned across chunks.
 
 An encoder reports ``streaming_kind`` (``"paged"``, ``"slot"``, ``"stateful"`` or ``"none"``);
-the engine builds the backend registered under that name.
+the engine builds the backend registered under that name. A backend owns the per-stream state:
+``allocate(stream_id)`` before a stream's first chunk, ``forward_step(stream_ids, chunks,
+chunk_lens)`` for one chunk of every stream in a cohort (one batched forward), ``free(stream_id)``
+when it ends.
+
+Built in: ``stateful`` (``oasr.engine.stateful_backend``: a list of state tensors per stream,
+for any encoder with ``get_streaming_init_states`` / ``streaming_forward``) and ``slot``
+(``oasr.engine.slot_backend``: fixed-extent states declared by ``slot_state_specs`` in a slot
+cache, CUDA-graph captured per power-of-two width). ``paged`` is not served yet: an encoder
+declaring it gets an error naming the gap.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from oasr.registry import Registry
+
+
+@dataclass(frozen=True)
+class SlotStateSpec:
+    """One fixed-extent per-stream state tensor of a ``slot`` encoder.
+
+    shape: the tensor's shape for one stream, without the batch axis; batch_dim: where the
+    encoder's ``streaming_forward`` expects the batch axis in the state it is handed; the slot
+    cache stores it slot-major and moves the axis. Zero is the initial state.
+    """
+
+    shape: tuple[int, ...]
+    batch_dim: int = 0
+    dtype: torch.dtype = torch.float32
+
+
+def streaming_encoder(model: Any) -> Any:
+    return getattr(model, "encoder", model)
 
 
 class StreamingEncoderBackend:
@@ -16,11 +46,14 @@ class StreamingEncoderBackend:
 
     def __init__(self, model: Any, **kwargs: Any) -> None:
         self.model = model
+        self.encoder = streaming_encoder(model)
 
     def allocate(self, stream_id: int) -> None:
         raise NotImplementedError
 
-    def forward_step(self, stream_ids: list[int], chunks: Any) -> Any:
+    def forward_step(self, stream_ids: list[int], chunks: torch.Tensor,
+                     chunk_lens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """chunks (B, T, F) of streams ``stream_ids`` -> (out (B, T', C), out_lens (B,))."""
         raise NotImplementedError
 
     def free(self, stream_id: int) -> None:
@@ -30,6 +63,8 @@ class StreamingEncoderBackend:
 STREAMING_BACKENDS: Registry[type[StreamingEncoderBackend]] = Registry(
     "streaming backend", entry_point_group="oasr.streaming_backends"
 )
+STREAMING_BACKENDS.register("stateful", "oasr.engine.stateful_backend:StatefulStreamingBackend")
+STREAMING_BACKENDS.register("slot", "oasr.engine.slot_backend:SlotStreamingBackend")
 
 
 def register_streaming_backend(name: str):
@@ -44,19 +79,25 @@ def build_streaming_backend(model: Any, **kwargs: Any) -> StreamingEncoderBacken
     """The backend registered under ``model.encoder.streaming_kind``.
 
     Raises:
-        ValueError: the kind is ``"none"``, or the encoder's declaration is inconsistent with
-            its kind (``oasr.models.base.check_streaming_declaration``), naming what it lacks.
+        ValueError: the kind is ``"none"``, the encoder's declaration is inconsistent with its
+            kind (``oasr.models.base.check_streaming_declaration``), naming what it lacks, or
+            the kind's runtime is not built (``paged``).
     """
     from oasr.models.base import check_streaming_declaration
 
-    kind = model.encoder.streaming_kind
+    encoder = streaming_encoder(model)
+    kind = getattr(encoder, "streaming_kind", "none")
     if kind == "none":
         raise ValueError(
             f"{type(model).__name__} has no chunk-wise encoder (streaming_kind='none'); "
             "streaming needs a model whose encoder declares a streaming kind"
         )
-    problems = check_streaming_declaration(model.encoder)
+    problems = check_streaming_declaration(encoder)
     if problems:
-        raise ValueError(f"{type(model.encoder).__name__} declares streaming_kind={kind!r} "
+        raise ValueError(f"{type(encoder).__name__} declares streaming_kind={kind!r} "
                          f"but lacks: {'; '.join(problems)}")
+    if kind == "paged" and kind not in STREAMING_BACKENDS:
+        raise ValueError(
+            f"{type(model).__name__} declares streaming_kind='paged', whose runtime (K/V growing "
+            "in the paged pool) is not built yet; only 'stateful' and 'slot' are served")
     return STREAMING_BACKENDS.get(kind)(model, **kwargs)

@@ -23,7 +23,8 @@ are zero. No host sync: every shape follows from ``T`` and the config.
 
 Streaming: each frame depends only on its own ``span`` samples, so a stream that keeps the
 samples from its next unconsumed frame on (at most ``span - hop``) reproduces offline features
-exactly; ``kaldi_framing(config)`` gives that grid.
+exactly; ``kaldi_framing(config)`` gives that grid and ``kaldi_streaming`` (the specs'
+``streaming_fn``) runs it, ``(audio, state) -> (features, state)``.
 
 Devices: ``fbank`` / ``mfcc`` on a CUDA input run the CUDA kernels (``oasr.kernels.features_cuda``:
 framing, cuFFT, sparse mel + log), routed and counted by ``oasr.ops``; a config they do not
@@ -345,6 +346,22 @@ def cepstra(
     return _mask(ceps, frame_lens)
 
 
+def kaldi_streaming(
+    audio: torch.Tensor, state: Any, config: FeatureConfig
+) -> tuple[torch.Tensor, Any]:
+    """``fbank`` / ``mfcc`` chunk by chunk: (T,) samples and a ``FramingState`` (None to start)
+    -> (T', F) features and the next state; concatenated, they equal the offline features."""
+    from oasr.features.streaming import stream_frames
+
+    if float(config.params.get("dither", 0.0)):
+        raise ValueError(
+            "dither draws its noise per offline call, so streamed features cannot equal offline "
+            "ones; set params['dither'] = 0.0 to stream"
+        )
+    fn = fbank if config.feature_type == "fbank" else mfcc
+    return stream_frames(fn, kaldi_framing(config), config, audio, state)
+
+
 def _default_framing() -> StreamingFraming:
     # The spec's grid for FeatureConfig's defaults; other rates and frame sizes take theirs from
     # kaldi_framing(config). Read off the fields: no FeatureConfig exists before registration.
@@ -359,6 +376,7 @@ FBANK = ExtractorSpec(
     kind="fbank",
     fn=fbank,
     framing=_default_framing(),
+    streaming_fn=kaldi_streaming,
     defaults=dict(FBANK_DEFAULTS),
     doc=(
         "Kaldi fbank (snip_edges): povey-windowed frames of frame_length_ms every "
@@ -371,6 +389,7 @@ MFCC = ExtractorSpec(
     kind="mfcc",
     fn=mfcc,
     framing=_default_framing(),
+    streaming_fn=kaldi_streaming,
     defaults=dict(MFCC_DEFAULTS),
     doc=(
         "Kaldi MFCC: the fbank log-mel energies through Kaldi's DCT to num_ceps (13), "

@@ -28,6 +28,8 @@ class ExtractorSpec:
     fn: ``(waveforms (B, T) fp32, lengths (B,), FeatureConfig) -> (feats (B, T', F), lens (B,))``.
     framing: the streaming frame grid; ``None`` means the frontend cannot stream (it normalizes
         over a fixed window), which is what ``supports_streaming`` derives from.
+    streaming_fn: ``(audio (T,), state | None, FeatureConfig) -> (feats (T', F), state)``, the
+        chunk-by-chunk form whose outputs concatenate to the offline features.
     window_seconds_attr: the ``FeatureConfig`` field holding a fixed input window, for
         frontends where every row costs the same whatever its length.
     defaults: values of ``FeatureConfig.params`` keys a config may omit.

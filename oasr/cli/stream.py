@@ -1,0 +1,204 @@
+"""``oasr stream``: live partials and finals from files or a microphone."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import typer
+
+
+class LiveView:
+    """A partial line rewritten in place on a TTY; finals as ``[start - end] text`` lines.
+
+    Not a TTY: finals only, one plain line each."""
+
+    def __init__(self, out=None, prefix_sources: bool = False) -> None:
+        self.out = out or sys.stdout
+        self.tty = self.out.isatty()
+        self.prefix = prefix_sources
+        self._shown = False
+
+    def _clear(self) -> None:
+        if self._shown:
+            self.out.write("\r\x1b[2K")
+            self._shown = False
+
+    def partial(self, source: str, text: str) -> None:
+        if not self.tty or not text:
+            return
+        self._clear()
+        width = 100
+        line = (f"{source}: " if self.prefix else "") + text
+        self.out.write("… " + line[-width:])
+        self.out.flush()
+        self._shown = True
+
+    def final(self, source: str, result) -> None:
+        if not result.committed:
+            return
+        self._clear()
+        head = f"{source}: " if self.prefix else ""
+        self.out.write(f"{head}[{result.start:8.2f} - {result.end:8.2f}] {result.committed}\n")
+        self.out.flush()
+
+
+def stream_command(
+    inputs: list[str] = typer.Argument(None, help="Audio files, streamed together."),
+    mic: bool = typer.Option(False, "--mic", help="Stream the microphone (needs oasr[mic])."),
+    list_devices: bool = typer.Option(False, "--list-devices", help="List input devices."),
+    input_device: str | None = typer.Option(
+        None, "--input-device", help="Input device index or name (default: the system's)."),
+    mic_rate: int | None = typer.Option(
+        None, help="Capture rate in Hz (default: the device's; resampled to the model's)."),
+    realtime: bool = typer.Option(
+        False, "--realtime", help="Pace files as a live source instead of as fast as possible."),
+    output: str | None = typer.Option(
+        None, "--output", "-o", help="Write finals with words to FILE.jsonl or FILE.parquet."),
+    model: str = typer.Option("", "--model", "-m",
+                              help="A bundle, checkpoint folder, package or Hub id "
+                                   "(default: the packaged Whisper tiny.en)."),
+    device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16."),
+    batch_size: int = typer.Option(16, "--batch-size", "-b", help="Rows per encoder batch."),
+    decode_method: str | None = typer.Option(None, help="Decode family (default: the model's)."),
+    decode_option: list[str] = typer.Option(
+        [], "--decode-option", "-d", help="k=v option of the decode family."),
+    language: str | None = typer.Option(None, help="Language code (multilingual Whisper)."),
+    task: str | None = typer.Option(None, help="transcribe or translate (multilingual Whisper)."),
+    step: float = typer.Option(1.0, help="Seconds of new audio between two partial decodes."),
+    chunk: float = typer.Option(0.1, help="Seconds per chunk fed from a file."),
+    no_endpoint: bool = typer.Option(False, "--no-endpoint",
+                                     help="No endpointing: one final per source at its end."),
+) -> None:
+    """Stream recordings or a microphone: live partials, finals with start/end times."""
+    from oasr.streaming.sources import MicError, list_input_devices
+
+    err = typer.echo
+    if list_devices:
+        try:
+            devices = list_input_devices()
+            for i, name, ch, rate in devices:
+                typer.echo(f"{i:3d}  {name}  ({ch} ch, {rate:.0f} Hz)")
+            if not devices:
+                err("no input device found (is a sound server or a capture card present?)",
+                    err=True)
+        except MicError as exc:
+            err(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        return
+    if mic == bool(inputs):
+        err("error: pass audio files or --mic (one of them)", err=True)
+        raise typer.Exit(2)
+    mic_source = None
+    if mic:
+        from oasr.streaming.sources import MicSource
+
+        try:
+            mic_source = MicSource(input_device, mic_rate)
+        except MicError as exc:
+            err(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+    from oasr.engine.config import EngineConfig
+    from oasr.engine.decode.options import parse_decode_option
+    from oasr.engine.engine import ASREngine
+    from oasr.streaming import EndpointConfig, StreamingRecognizer, StreamOptions
+    from oasr.streaming.finals import FinalsWriter
+
+    try:
+        overrides = dict(parse_decode_option(o) for o in decode_option)
+        writer = FinalsWriter(output) if output else None
+        engine = ASREngine(EngineConfig(model=model, device=device, dtype=dtype,
+                                        decode_method=decode_method, decode_options=overrides,
+                                        max_batch_size=batch_size))
+        options = StreamOptions(step_s=step, max_step_s=max(step, 5.0) if mic or realtime
+                                else step, language=language, task=task,
+                                endpoint=EndpointConfig(enabled=not no_endpoint))
+        rec = StreamingRecognizer(engine, options)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        err(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    sources = ["mic"] if mic else list(inputs)
+    view = LiveView(prefix_sources=len(sources) > 1)
+    streams = [(src, rec.create_stream()) for src in sources]
+    t0 = time.perf_counter()
+
+    def drain() -> None:
+        live = [s for _, s in streams]
+        while any(rec.is_ready(s) for s in live):
+            rec.decode_streams(live)
+            for src, s in streams:
+                r = rec.get_result(s)
+                if rec.is_endpoint(s):
+                    view.final(src, r)
+                    if writer is not None and r.committed:
+                        writer.write(src, r)
+                    rec.reset(s)
+                else:
+                    view.partial(src, r.text)
+
+    def finish() -> None:
+        for _, s in streams:
+            s.input_finished()
+        drain()
+        if writer is not None:
+            writer.close()
+
+    code = 0
+    try:
+        if mic_source is not None:
+            s = streams[0][1]
+            err(f"listening on {mic_source.name} at {mic_source.rate} Hz; Ctrl-C to stop",
+                err=True)
+            with mic_source:
+                for block in mic_source.blocks():
+                    s.accept_waveform(mic_source.rate, block)
+                    drain()
+        else:
+            _feed_files(streams, rec.sample_rate, chunk, realtime, drain)
+    except KeyboardInterrupt:
+        code = 130
+        if mic_source is not None:  # captured before the interrupt: still decoded
+            streams[0][1].accept_waveform(mic_source.rate, mic_source.pending())
+    except (ValueError, OSError) as exc:
+        err(f"error: {exc}", err=True)
+        code = 2
+    finish()
+    _summary(streams, time.perf_counter() - t0, rec.sample_rate)
+    if code:
+        raise typer.Exit(code)
+
+
+def _feed_files(streams, sample_rate: int, chunk: float, realtime: bool, drain) -> None:
+    from oasr.streaming.sources import file_chunks
+
+    feeds = [(file_chunks(src, sample_rate, chunk, realtime), s) for src, s in streams]
+    while feeds:
+        for feed in list(feeds):
+            piece = next(feed[0], None)
+            if piece is None:
+                feeds.remove(feed)
+                feed[1].input_finished()
+            else:
+                feed[1].accept_waveform(sample_rate, piece)
+        drain()
+
+
+def _summary(streams, wall: float, sample_rate: int) -> None:
+    import numpy as np
+
+    streams = [s for _, s in streams]
+    audio = sum(s.received for s in streams) / sample_rate
+    lags = [x for s in streams for x in s.stats.commit_lags]
+    firsts = [s.stats.first_text_head - s.stats.first_speech for s in streams
+              if s.stats.first_text_head is not None and s.stats.first_speech is not None]
+    decodes = sum(s.stats.decodes for s in streams)
+    line = f"streamed {audio:.1f} s of audio in {wall:.1f} s ({decodes} decodes)"
+    if lags:
+        line += (f"; commit lag (audio s) mean {np.mean(lags):.2f}, p50 "
+                 f"{np.percentile(lags, 50):.2f}, p90 {np.percentile(lags, 90):.2f}")
+    if firsts:
+        line += f"; first text {np.mean(firsts):.2f} s of audio after speech began"
+    typer.echo(line, err=True)

@@ -1,0 +1,2 @@
+"""Transducer parts shared by transducer architectures: icefall's stateless predictor and
+the additive joiner (``stateless``)."""

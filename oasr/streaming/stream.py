@@ -1,0 +1,193 @@
+"""One live stream: resampled audio on the stream's clock, its speech trace, endpoints and result.
+
+``Stream.accept_waveform(sample_rate, samples)`` takes chunks of any size at any rate (a rate
+change mid-stream flushes the old resampler and starts a new one); the samples land at the
+model's rate on the stream's clock, which counts model-rate samples since the stream began and
+is never reset. The speech detector and the endpointer run as audio arrives; the recognizer
+decodes (``oasr.streaming.recognizer``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from oasr.audio.resample import StreamResampler
+from oasr.streaming.agreement import HypothesisBuffer, Word
+from oasr.streaming.detector import EnergySpeechDetector, FrameSpeechDetector
+from oasr.streaming.endpoint import Endpoint, EndpointConfig, Endpointer
+
+
+@dataclass
+class StreamOptions:
+    """How a stream is decoded and segmented.
+
+    step_s: new audio between two re-decodes of the buffer (the partial cadence).
+    max_step_s: the most audio one decode may advance by; a live source that falls behind
+        catches up in steps this large, a file fed faster than real time is decoded as if live
+        at ``step_s`` when ``max_step_s == step_s``.
+    trim_s: a buffer longer than this is cut at its last committed sentence end.
+    max_buffer_s: a buffer longer than this is cut at its last committed word, whatever it is.
+    detector: builds the stream's speech detector from the model's sample rate.
+    language / task: passed to the model (Whisper).
+    """
+
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    step_s: float = 1.0
+    max_step_s: float = 5.0
+    trim_s: float = 15.0
+    max_buffer_s: float = 24.0
+    detector: Callable[[int], FrameSpeechDetector] = EnergySpeechDetector
+    language: str | None = None
+    task: str | None = None
+
+    def validate(self, window_s: float | None) -> None:
+        if not 0 < self.step_s <= self.max_step_s:
+            raise ValueError(f"need 0 < step_s <= max_step_s, got {self.step_s}, "
+                             f"{self.max_step_s}")
+        if not 0 < self.trim_s <= self.max_buffer_s:
+            raise ValueError(f"need 0 < trim_s <= max_buffer_s, got {self.trim_s}, "
+                             f"{self.max_buffer_s}")
+        if window_s is not None and self.max_buffer_s + self.max_step_s > window_s:
+            raise ValueError(
+                f"max_buffer_s + max_step_s = {self.max_buffer_s + self.max_step_s} s exceeds "
+                f"the model's {window_s:.0f} s window; lower them")
+
+
+@dataclass
+class StreamResult:
+    """What ``get_result`` returns: the current utterance's text so far, or its final.
+
+    committed: text that will not change; partial: the uncommitted tail of the latest decode;
+    words: the committed words with start/end on the stream's clock (seconds); start / end: the
+    utterance's span on that clock; is_final: the utterance ended (an endpoint, or the input).
+    """
+
+    committed: str = ""
+    partial: str = ""
+    words: list[Word] = field(default_factory=list)
+    is_final: bool = False
+    start: float = 0.0
+    end: float = 0.0
+    segment: int = 0
+    endpoint_rule: int | None = None
+
+    @property
+    def text(self) -> str:
+        return " ".join(t for t in (self.committed, self.partial) if t)
+
+
+@dataclass
+class StreamStats:
+    """Latency figures on the stream's clock (seconds of audio, not wall time)."""
+
+    decodes: int = 0
+    first_text_head: float | None = None  # audio heard when the first word (partial) appeared
+    first_speech: float | None = None  # start of the first speech frame
+    commit_lags: list[float] = field(default_factory=list)  # per word: head at commit - end
+
+
+def join_words(words: list[Word]) -> str:
+    return " ".join(w.text.strip() for w in words if w.text.strip())
+
+
+class Stream:
+    """One source's audio and decode state. Build through ``recognizer.create_stream``."""
+
+    def __init__(self, sample_rate: int, options: StreamOptions, stream_id: int = 0) -> None:
+        self.id = stream_id
+        self.sample_rate = sample_rate
+        self.options = options
+        self.detector = options.detector(sample_rate)
+        self.endpointer = Endpointer(self.detector.frame_samples / sample_rate, options.endpoint)
+        self._resampler: StreamResampler | None = None
+        self._det_pending = np.zeros(0, dtype=np.float32)
+        self.audio = np.zeros(0, dtype=np.float32)  # the buffer: clock samples [base, received)
+        self.base = 0  # clock sample of audio[0]
+        self.received = 0
+        self.speech_runs: list[list[int]] = []  # [start, end) clock samples of speech frames
+        self.endpoints: list[Endpoint] = []
+        self.finished = False
+        self.flushed = False
+        self.stats = StreamStats()
+        self.final_end = 0  # clock sample where the last final ended
+        self.hypotheses = HypothesisBuffer()
+        self.decoded_head = 0  # clock sample the latest decode reached
+        self.segment = -1
+        self.start_utterance(0)
+
+    # -- input --------------------------------------------------------------------------------
+    def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
+        """samples: (n,) float in [-1, 1] at ``sample_rate`` (any n, including 0)."""
+        if self.finished:
+            raise ValueError(f"stream {self.id}: input_finished() was called; reset(stream) "
+                             "or create a new stream to accept more audio")
+        if sample_rate <= 0:
+            raise ValueError(f"sample_rate must be positive, got {sample_rate}")
+        x = np.asarray(samples, dtype=np.float32).reshape(-1)
+        out = []
+        if self._resampler is not None and self._resampler.in_rate != sample_rate:
+            out.append(self._resampler.push(np.zeros(0, np.float32), last=True))
+            self._resampler = None
+        if self._resampler is None:
+            self._resampler = StreamResampler(sample_rate, self.sample_rate)
+        out.append(self._resampler.push(x))
+        self._append(np.concatenate(out))
+
+    def input_finished(self) -> None:
+        """No more audio: the rest is decoded into a last final."""
+        if self.finished:
+            return
+        if self._resampler is not None:
+            self._append(self._resampler.push(np.zeros(0, np.float32), last=True))
+        self.finished = True
+
+    def _append(self, x: np.ndarray) -> None:
+        if not len(x):
+            return
+        self.audio = np.concatenate([self.audio, x])
+        self.received += len(x)
+        det = np.concatenate([self._det_pending, x])
+        fs = self.detector.frame_samples
+        n = len(det) // fs
+        if n:
+            first = self.endpointer.frames
+            probs = self.detector.speech_probability(det[: n * fs].reshape(n, fs))
+            for i in np.flatnonzero(probs >= self.options.endpoint.speech_threshold):
+                a, b = (first + int(i)) * fs, (first + int(i) + 1) * fs
+                if self.speech_runs and self.speech_runs[-1][1] == a:
+                    self.speech_runs[-1][1] = b
+                else:
+                    self.speech_runs.append([a, b])
+            self.endpoints += self.endpointer.push(probs)
+        self._det_pending = det[n * fs:]
+
+    # -- the buffer ---------------------------------------------------------------------------
+    def buffer(self, end: int) -> np.ndarray:
+        """Clock samples [base, end) of the buffer."""
+        return self.audio[: max(end - self.base, 0)]
+
+    def drop_until(self, sample: int) -> None:
+        """Forget buffer audio before clock ``sample``."""
+        cut = min(max(sample - self.base, 0), len(self.audio))
+        self.audio = self.audio[cut:]
+        self.base += cut
+        self.hypotheses.drop_before(self.base / self.sample_rate)
+        self.speech_runs = [r for r in self.speech_runs if r[1] > self.base]
+
+    def has_speech(self, start: int, end: int) -> bool:
+        """Whether any detector frame in clock samples [start, end) was speech."""
+        return any(a < end and b > start for a, b in reversed(self.speech_runs))
+
+    # -- the utterance ------------------------------------------------------------------------
+    def start_utterance(self, start: int) -> None:
+        """Start the next utterance at clock ``start``; the stream's buffer and clock stay."""
+        self.utterance_start = start
+        self.words: list[Word] = []  # this utterance's committed words
+        self.final: StreamResult | None = None
+        self.segment += 1
+
+    def seconds(self, sample: int) -> float:
+        return sample / self.sample_rate

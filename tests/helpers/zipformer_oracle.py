@@ -1,0 +1,49 @@
+"""The upstream oracle: PyPI ``zipformer`` (icefall's code), imported with stubs.
+
+The package imports ``atdataset`` (training-time data loading), ``torchaudio`` (its CLI's
+audio loading) and TensorBoard at module
+level; neither is used by the model's forward or by the searches, so stub modules stand in
+for them in ``sys.modules`` before the import. ``oracle()`` returns ``None`` when the package
+is absent, and tests skip naming the install command (``ORACLE_MISSING``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from typing import Any
+
+ORACLE_MISSING = ("the zipformer oracle is not installed: pip install --no-deps zipformer==0.1.3 "
+                  "kaldialign kaldifst simple-sentencepiece")
+
+
+def _stub(name: str, **attrs: Any) -> None:
+    """Put a module named ``name`` in ``sys.modules`` unless a real one is installed."""
+    if name in sys.modules or importlib.util.find_spec(name.split(".")[0]) is not None:
+        return
+    mod = types.ModuleType(name)
+    mod.__dict__.update(attrs)
+    sys.modules.setdefault(name, mod)
+
+
+def _unused(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("a training-only upstream path was reached from an oracle test")
+
+
+def oracle() -> types.SimpleNamespace | None:
+    """The upstream modules (``zipformer``, ``model``, ``subsampling``, ``search``) or None."""
+    if importlib.util.find_spec("zipformer") is None:
+        return None
+    _stub("atdataset", SpecAugment=_unused, time_warp=_unused, fix_random_seed=_unused,
+          ATDataloader=_unused, Fbank=_unused)
+    _stub("torchaudio", load=_unused, info=_unused)
+    if importlib.util.find_spec("tensorboard") is None:
+        board = types.ModuleType("torch.utils.tensorboard")
+        board.SummaryWriter = _unused  # type: ignore[attr-defined]
+        sys.modules.setdefault("torch.utils.tensorboard", board)
+    from zipformer.decode import search
+    from zipformer.modules import model, subsampling, zipformer
+
+    return types.SimpleNamespace(zipformer=zipformer, model=model, subsampling=subsampling,
+                                 search=search)
