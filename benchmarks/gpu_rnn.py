@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from _timing import cuda_median_ms
+
 from oasr.layers.rnn import LSTM
 
 
