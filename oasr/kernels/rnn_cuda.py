@@ -53,7 +53,9 @@ _W_CACHE: dict[tuple[int, int, int], torch.Tensor] = {}
 def _w_hh_t(w_hh: torch.Tensor) -> torch.Tensor:
     """W_hh as fp32 (H, G*H), cached per parameter version (a decoder calls a layer once per
     emitted token; the transpose is not redone each time)."""
-    key = (w_hh.data_ptr(), w_hh._version, w_hh.shape[0])
+    # inference tensors (weights loaded under inference_mode) carry no version counter
+    version = -1 if w_hh.is_inference() else w_hh._version
+    key = (w_hh.data_ptr(), version, w_hh.shape[0])
     t = _W_CACHE.get(key)
     if t is None:
         if len(_W_CACHE) > 64:

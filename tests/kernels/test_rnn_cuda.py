@@ -112,6 +112,15 @@ def test_kernel_serves_the_call_and_counts_it() -> None:
 
 @pytest.mark.gpu
 @needs_cuda
+def test_inference_mode_weights() -> None:
+    with torch.inference_mode():
+        mod = LSTM(8, 16).cuda()
+        x = torch.randn(2, 9, 8, device="cuda")
+        _close(mod(x)[0], mod.forward_native(x)[0], torch.float32)
+
+
+@pytest.mark.gpu
+@needs_cuda
 def test_stepwise_calls_equal_one_call() -> None:
     """A decoder calling the layer one step at a time, carrying (h, c), equals one call."""
     torch.manual_seed(1)
