@@ -29,29 +29,31 @@ def write_tokenizer(folder: Path) -> None:
     tok.save(str(folder / "tokenizer.json"))
 
 
-def hf_config(tie: bool = False):
+def hf_config(tie: bool = False, source_positions: int = SOURCE_POSITIONS):
     from transformers import Qwen2AudioConfig
 
     return Qwen2AudioConfig(
         audio_config=dict(model_type="qwen2_audio_encoder", num_mel_bins=N_MELS,
                           encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=48,
-                          d_model=32, max_source_positions=SOURCE_POSITIONS),
+                          d_model=32, max_source_positions=source_positions),
         text_config=dict(model_type="qwen2", vocab_size=VOCAB, hidden_size=32,
                          intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=256,
+                         num_key_value_heads=2, max_position_embeddings=1024,
                          rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=tie),
         audio_token_index=SPECIALS["<|AUDIO|>"],
     )
 
 
-def make_checkpoint(folder: Path, seed: int = 0, tie: bool = False):
+def make_checkpoint(folder: Path, seed: int = 0, tie: bool = False,
+                    source_positions: int = SOURCE_POSITIONS):
     """Save a random tiny ``Qwen2AudioForConditionalGeneration`` (and its tokenizer) to
     ``folder``; returns the transformers model (eval, fp32)."""
     transformers = pytest.importorskip(
         "transformers", reason="pip install 'transformers>=5' (the Qwen2-Audio oracle)")
     pytest.importorskip("tokenizers", reason="pip install tokenizers")
     torch.manual_seed(seed)
-    model = transformers.Qwen2AudioForConditionalGeneration(hf_config(tie)).eval()
+    model = transformers.Qwen2AudioForConditionalGeneration(
+        hf_config(tie, source_positions)).eval()
     with torch.no_grad():  # larger than the init's std 0.02, so greedy choices are not ties
         for name, p in model.named_parameters():
             if "norm" in name:

@@ -61,7 +61,8 @@ def test_logits_match_transformers_on_a_left_padded_batch(converted):
     embeds = splice_audio(model.decoder.embed(batch.ids), audio, batch.audio_src)
     ours = model.decoder.forced_logits(embeds, batch.starts)
     attn, feat_mask = _hf_masks(batch, lens)
-    ref = hf(input_ids=batch.ids, attention_mask=attn, position_ids=(attn.cumsum(-1) - 1).clamp(min=0),
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)  # generate's rule for left padding
+    ref = hf(input_ids=batch.ids, attention_mask=attn, position_ids=positions,
              input_features=feats.transpose(1, 2), feature_attention_mask=feat_mask).logits
     valid = attn.bool()
     diff = (ours[valid] - ref[valid]).abs().max().item()
