@@ -121,8 +121,9 @@ class HfQwen2AudioConverter(BaseCheckpointConverter):
             rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
             rope_theta=float(theta),
             max_position_embeddings=int(text.get("max_position_embeddings", 32768)),
-            tie_word_embeddings=bool(text.get("tie_word_embeddings",
-                                              cfg.get("tie_word_embeddings", False))),
+            # transformers ties Qwen2-Audio's lm_head on the top-level flag only: the text
+            # config's (True in a bare Qwen2Config) leaves the head its own weight.
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             audio_token_id=int(cfg.get("audio_token_index", cfg.get("audio_token_id", 151646))),
             eos_token_ids=eos,
             pad_token_id=int(pad),
