@@ -30,10 +30,11 @@ def _features(n: int, seed: int = 3):
     return feats, lens
 
 
-def _run(loaded, decodings, feats, lens, max_new=10, device="cpu", **opts):
+def _run(loaded, decodings, feats, lens, max_new=10, device="cpu", kv_storage="auto", **opts):
     model = loaded.model.to(device)
     strategy = LlmDecodeStrategy(model, LlmOptions(**opts), tokenizer=loaded.tokenizer,
-                                 engine_config=EngineConfig(max_new_tokens=max_new))
+                                 engine_config=EngineConfig(max_new_tokens=max_new,
+                                                            kv_storage=kv_storage))
     requests = [Request(f"r{i}", feats.new_zeros(160).numpy(), d or DecodingOptions())
                 for i, d in enumerate(decodings)]
     for r in requests:
@@ -126,7 +127,41 @@ def test_step_graphs_replay_the_eager_tokens_on_cuda(loaded):
     assert strategy.kv_storage == "paged" and strategy.step_graphs is not None
     assert strategy.step_graphs.stats["replays"] > 0
     _, eager = _run(loaded, [None] * 4, feats, lens, max_new=12, device="cuda",
-                    use_step_graphs=False)
+                    kv_storage="paged", use_step_graphs=False)
     assert {k: o.token_ids for k, o in graphs.items()} == {
         k: o.token_ids for k, o in eager.items()}
     loaded.model.to("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_bf16_paged_kernel_steps_replayed_equal_eager_on_cuda(loaded):
+    """A head_dim the fused paged-decode kernel serves (64), GQA 4/2, left-padded rows of
+    different prompt widths, bf16: replayed graphs give the eager paged tokens exactly."""
+    from oasr.models.loader import LoadedModel
+    from oasr.models.qwen2_audio.config import Qwen2AudioConfig
+    from oasr.models.qwen2_audio.model import Qwen2AudioModel
+
+    base = loaded.model.config
+    cfg = Qwen2AudioConfig(**{**base.to_dict(), "hidden_size": 256, "intermediate_size": 256,
+                              "num_attention_heads": 4, "num_key_value_heads": 2})
+    torch.manual_seed(0)
+    model = Qwen2AudioModel(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.8, 1.2)
+            else:
+                p.normal_(0.0, 0.3)
+    twin = LoadedModel(model=model.to("cuda", torch.bfloat16).eval(),
+                       tokenizer=loaded.tokenizer, feature_config=loaded.feature_config,
+                       name="bf16")
+    feats, lens = _features(4)
+    feats = feats.to(torch.bfloat16)
+    strategy, graphs = _run(twin, [None] * 4, feats, lens, max_new=20, device="cuda")
+    assert strategy.kv_storage == "paged" and strategy.step_graphs.stats["replays"] > 0
+    eager_strategy, eager = _run(twin, [None] * 4, feats, lens, max_new=20, device="cuda",
+                                 kv_storage="paged", use_step_graphs=False)
+    assert eager_strategy.kv_storage == "paged" and eager_strategy.step_graphs is None
+    assert {k: o.token_ids for k, o in graphs.items()} == {
+        k: o.token_ids for k, o in eager.items()}
