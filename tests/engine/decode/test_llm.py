@@ -165,3 +165,34 @@ def test_bf16_paged_kernel_steps_replayed_equal_eager_on_cuda(loaded):
     assert eager_strategy.kv_storage == "paged" and eager_strategy.step_graphs is None
     assert {k: o.token_ids for k, o in graphs.items()} == {
         k: o.token_ids for k, o in eager.items()}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kv_storage", ["dense", "paged"])
+def test_sampled_and_greedy_steps_do_not_sync_on_cuda(loaded, kv_storage):
+    """Between two reads of the end flags a step issues no host synchronisation, sampled rows
+    (temperature, top-k, top-p, seeded) included."""
+    feats, lens = _features(4)
+    model = loaded.model.to("cuda")
+    strategy = LlmDecodeStrategy(
+        model, LlmOptions(eos_check_interval=1000, use_step_graphs=False),
+        tokenizer=loaded.tokenizer,
+        engine_config=EngineConfig(max_new_tokens=32, kv_storage=kv_storage))
+    decodings = [DecodingOptions(temperature=1.2, top_k=10, top_p=0.9, seed=3), None,
+                 DecodingOptions(temperature=0.8, seed=4), None]
+    requests = [Request(f"r{i}", feats.new_zeros(160).numpy(), d or DecodingOptions())
+                for i, d in enumerate(decodings)]
+    try:
+        with torch.no_grad():
+            audio, audio_lens = model.encode_offline(feats.cuda(), lens.cuda())
+            strategy.begin_offline(requests, audio, audio_lens)
+            strategy.advance(StepBudget.for_tick(2, 1e6))  # warm-up (allocator, kernels)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                strategy.advance(StepBudget.for_tick(8, 1e6))
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+    finally:
+        loaded.model.to("cpu")
