@@ -75,6 +75,20 @@ CAPABILITIES: dict[str, Capability] = {
         attention_scores="one batched teacher-forced pass scoring every row's n-best",
         config__blank_id="the CTC blank's id (no default: a wrong blank decodes garbage)",
     ),
+    # Token-and-duration transducer (Parakeet TDT): greedy, the frame advancing by durations.
+    "tdt": _cap(
+        "tdt",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predictor__init_state="the prediction network's state before any label",
+        predictor__predict="the prediction network's output for a state",
+        predictor__advance="append emitted labels to the rows that emitted",
+        joiner__project_encoder="encoder frames -> the joint's input",
+        joiner__project_decoder="prediction output -> the joint's input",
+        config__blank_id="the blank's id",
+        config__vocab_size="token logits come first in the joint's output, durations after",
+        config__durations="the frames each duration logit stands for",
+        config__max_symbols_per_step="labels one frame may emit before the frame is forced on",
+    ),
 }
 
 
