@@ -133,7 +133,8 @@ class _Transducer(FastConformerModel):
 
 
 class FastConformerRnnt(_Transducer):
-    """Parakeet RNN-T."""
+    """Parakeet RNN-T: served by the ``transducer`` family (greedy: blank advances one frame,
+    ``max_symbols_per_step`` labels per frame); declared when that family is registered."""
 
     decode_families = ()
     head = "rnnt"

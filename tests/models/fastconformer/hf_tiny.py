@@ -14,7 +14,8 @@ ENCODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, inter
 VOCAB = 21  # blank last
 
 
-def randomize(model: torch.nn.Module, seed: int = 0) -> None:
+def randomize(model: torch.nn.Module, seed: int = 0, blank_bias: float = 1.0,
+              scale: float = 0.3) -> None:
     """Every float parameter and BatchNorm statistic random, so no term hides at its init."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -24,7 +25,14 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> None:
             if name.endswith("running_var"):
                 t.copy_(torch.rand(t.shape, generator=g) + 0.5)
             else:
-                t.copy_(torch.randn(t.shape, generator=g) * 0.3)
+                t.copy_(torch.randn(t.shape, generator=g) * scale)
+        head = getattr(getattr(model, "joint", None), "head", None)
+        if head is not None:
+            # Token logits from the joint's input rather than its bias, and blanks frequent
+            # enough that rows advance on both emissions and blanks.
+            head.weight.mul_(4.0)
+            head.bias.zero_()
+            head.bias[model.config.blank_token_id] = blank_bias
 
 
 def write_tokenizer(folder: Path, vocab: int = VOCAB) -> None:
