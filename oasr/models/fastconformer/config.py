@@ -8,8 +8,10 @@ head). Fields are named for what they are; the converters read them from transfo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 HEADS = ("ctc", "rnnt", "tdt")
 ACTIVATIONS = ("silu", "relu", "gelu")
@@ -107,3 +109,14 @@ class FastConformerConfig:
     def joint_width(self) -> int:
         """The joint's output width: tokens, plus the durations for TDT."""
         return self.vocab_size + (len(self.durations) if self.head == "tdt" else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FastConformerConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"FastConformerConfig does not have the fields: {', '.join(unknown)}")
+        return cls(**data)

@@ -181,6 +181,10 @@ class _HfParakeetConverter(BaseCheckpointConverter):
         self._pre = read_json(Path(src) / "preprocessor_config.json")
         return super().convert(src, dst, *args, **kwargs)
 
+    def build_decoding_defaults(self, config: FastConformerConfig, path: Path) -> dict[str, Any]:
+        # NeMo and transformers decode Parakeet greedily; the CTC family's default is a beam.
+        return {"beam_size": 1} if self.head == "ctc" else {}
+
     def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
         if not (Path(path) / "tokenizer.json").is_file():
             raise FileNotFoundError(f"{path} has no tokenizer.json (transformers' Parakeet "

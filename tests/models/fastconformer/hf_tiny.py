@@ -46,7 +46,8 @@ def write_tokenizer(folder: Path, vocab: int = VOCAB) -> None:
     tok.save(str(folder / "tokenizer.json"))
 
 
-def save_hf(kind: str, folder: Path, seed: int = 0, **overrides: Any) -> torch.nn.Module:
+def save_hf(kind: str, folder: Path, seed: int = 0, blank_bias: float = 1.0,
+            **overrides: Any) -> torch.nn.Module:
     """A random ``ParakeetFor{CTC,RNNT,TDT}`` saved with ``save_pretrained`` (+ tokenizer and
     feature-extractor configs); returns the model in eval mode."""
     import transformers as tf
@@ -64,7 +65,7 @@ def save_hf(kind: str, folder: Path, seed: int = 0, **overrides: Any) -> torch.n
                       decoder_hidden_size=24, num_decoder_layers=2,
                       encoder_config=dict(ENCODER), **overrides)
         model = cls(cfg)
-    randomize(model, seed)
+    randomize(model, seed, blank_bias)
     model.eval()
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
