@@ -10,13 +10,14 @@ from __future__ import annotations
 from oasr.models.registry import ModelEntry
 
 _CONV = "oasr.models.fastconformer.converters:"
+_NEMO = "oasr.models.fastconformer.nemo:"
 
 PARAKEET_CTC = ModelEntry(
     name="parakeet_ctc",
     model_cls="oasr.models.fastconformer.model:FastConformerCtc",
-    converters=(_CONV + "HfParakeetCtcConverter",),
+    converters=(_CONV + "HfParakeetCtcConverter", _NEMO + "NemoCtcConverter"),
     modes=("offline",),
-    source_formats=("huggingface", "native"),
+    source_formats=("huggingface", "nemo", "native"),
     description="FastConformer (8x depthwise-separable subsampling, rel-pos attention) + CTC head",
 )
 # Not registered yet: it is served by the ``transducer`` decode family, which is not on this
@@ -24,17 +25,17 @@ PARAKEET_CTC = ModelEntry(
 PARAKEET_RNNT = ModelEntry(
     name="parakeet_rnnt",
     model_cls="oasr.models.fastconformer.transducer:FastConformerRnnt",
-    converters=(_CONV + "HfParakeetRnntConverter",),
+    converters=(_CONV + "HfParakeetRnntConverter", _NEMO + "NemoRnntConverter"),
     modes=("offline",),
-    source_formats=("huggingface", "native"),
+    source_formats=("huggingface", "nemo", "native"),
     description="FastConformer + LSTM prediction network + additive joint (RNN-T)",
 )
 PARAKEET_TDT = ModelEntry(
     name="parakeet_tdt",
     model_cls="oasr.models.fastconformer.transducer:FastConformerTdt",
-    converters=(_CONV + "HfParakeetTdtConverter",),
+    converters=(_CONV + "HfParakeetTdtConverter", _NEMO + "NemoTdtConverter"),
     modes=("offline",),
-    source_formats=("huggingface", "native"),
+    source_formats=("huggingface", "nemo", "native"),
     description="FastConformer + LSTM prediction network + token-and-duration joint (TDT)",
 )
 
