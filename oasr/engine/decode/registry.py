@@ -19,6 +19,7 @@ DECODE_STRATEGIES.register("ctc", "oasr.engine.decode.ctc:CtcDecodeStrategy")
 DECODE_STRATEGIES.register(
     "ctc_aed_rescoring", "oasr.engine.decode.ctc_aed_rescoring:CtcAedRescoringStrategy"
 )
+DECODE_STRATEGIES.register("transducer", "oasr.engine.decode.transducer:TransducerDecodeStrategy")
 
 
 def register_decode_strategy(name: str):
