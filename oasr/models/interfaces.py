@@ -75,6 +75,18 @@ CAPABILITIES: dict[str, Capability] = {
         attention_scores="one batched teacher-forced pass scoring every row's n-best",
         config__blank_id="the CTC blank's id (no default: a wrong blank decodes garbage)",
     ),
+    # Transducer (RNN-T / icefall stateless): the family drives predictor and joiner itself.
+    "transducer": _cap(
+        "transducer",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predictor__init_state="a TransducerPredictor: the start history of B streams",
+        predictor__predict="the predictor projection for the current history",
+        predictor__advance="append the emitted labels to the rows that emitted",
+        predictor__blank_id="the blank label: advances the frame",
+        joiner__forward="a Joiner: (encoder frame, predictor output) -> logits",
+        joiner__project_encoder="the encoder half of the joint, once per frame",
+        joiner__project_decoder="the predictor half of the joint, once per history",
+    ),
     # Token-and-duration transducer (Parakeet TDT): greedy, the frame advancing by durations.
     "tdt": _cap(
         "tdt",

@@ -95,8 +95,12 @@ def _tiny_fastconformer(head: str) -> tuple[Any, Exercise]:
         if head == "ctc":
             return model.forward_offline(feats, lens)
         from oasr.engine.decode.tdt_search import tdt_greedy
+        from oasr.engine.decode.transducer_search import greedy_search
 
         hidden, hidden_lens = model.encode_offline(feats, lens)
+        if head == "rnnt":
+            return greedy_search(model.predictor, model.joiner, hidden, hidden_lens,
+                                 max_sym_per_frame=2)
         return tdt_greedy(model.predictor, model.joiner, hidden, hidden_lens, cfg.blank_id,
                           cfg.vocab_size, cfg.durations, cfg.max_symbols_per_step)
 
@@ -104,4 +108,5 @@ def _tiny_fastconformer(head: str) -> tuple[Any, Exercise]:
 
 
 TINY_CONFIGS["parakeet_ctc"] = lambda: _tiny_fastconformer("ctc")
+TINY_CONFIGS["parakeet_rnnt"] = lambda: _tiny_fastconformer("rnnt")
 TINY_CONFIGS["parakeet_tdt"] = lambda: _tiny_fastconformer("tdt")

@@ -19,6 +19,7 @@ DECODE_STRATEGIES.register("ctc", "oasr.engine.decode.ctc:CtcDecodeStrategy")
 DECODE_STRATEGIES.register(
     "ctc_aed_rescoring", "oasr.engine.decode.ctc_aed_rescoring:CtcAedRescoringStrategy"
 )
+DECODE_STRATEGIES.register("transducer", "oasr.engine.decode.transducer:TransducerDecodeStrategy")
 # Token-and-duration transducers (Parakeet TDT).
 DECODE_STRATEGIES.register("tdt", "oasr.engine.decode.tdt:TdtDecodeStrategy")
 

@@ -20,8 +20,6 @@ PARAKEET_CTC = ModelEntry(
     source_formats=("huggingface", "nemo", "native"),
     description="FastConformer (8x depthwise-separable subsampling, rel-pos attention) + CTC head",
 )
-# Not registered yet: it is served by the ``transducer`` decode family, which is not on this
-# branch; the model, its converter and its parity test are.
 PARAKEET_RNNT = ModelEntry(
     name="parakeet_rnnt",
     model_cls="oasr.models.fastconformer.transducer:FastConformerRnnt",

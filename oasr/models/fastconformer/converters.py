@@ -183,7 +183,9 @@ class _HfParakeetConverter(BaseCheckpointConverter):
 
     def build_decoding_defaults(self, config: FastConformerConfig, path: Path) -> dict[str, Any]:
         # NeMo and transformers decode Parakeet greedily; the CTC family's default is a beam.
-        return {"beam_size": 1} if self.head == "ctc" else {}
+        if self.head == "ctc":
+            return {"beam_size": 1}
+        return {"max_sym_per_frame": config.max_symbols_per_step} if self.head == "rnnt" else {}
 
     def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
         if not (Path(path) / "tokenizer.json").is_file():

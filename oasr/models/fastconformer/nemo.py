@@ -250,7 +250,9 @@ class _NemoConverter(BaseCheckpointConverter):
         return super().convert(folder, dst, *args, **kwargs)
 
     def build_decoding_defaults(self, config: FastConformerConfig, path: Path) -> dict[str, Any]:
-        return {"beam_size": 1} if self.head == "ctc" else {}
+        if self.head == "ctc":
+            return {"beam_size": 1}
+        return {"max_sym_per_frame": config.max_symbols_per_step} if self.head == "rnnt" else {}
 
     def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
         folder = read_nemo(path)

@@ -133,10 +133,11 @@ class _Transducer(FastConformerModel):
 
 
 class FastConformerRnnt(_Transducer):
-    """Parakeet RNN-T: served by the ``transducer`` family (greedy: blank advances one frame,
-    ``max_symbols_per_step`` labels per frame); declared when that family is registered."""
+    """Parakeet RNN-T, served by the ``transducer`` family: greedy, a blank advancing one
+    frame and at most ``max_symbols_per_step`` labels per frame (the bundle's
+    ``max_sym_per_frame`` default); beam search is refused (recurrent predictor)."""
 
-    decode_families = ()
+    decode_families = ("transducer",)
     head = "rnnt"
 
 

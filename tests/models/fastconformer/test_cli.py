@@ -47,7 +47,7 @@ def _reference_ids(kind: str, hf: torch.nn.Module, wavs: list) -> list[list[int]
     return [toks for toks, _ in hf_hypotheses(gen, enc_lens, BLANK)]
 
 
-@pytest.mark.parametrize("kind", ["ctc", "tdt"])
+@pytest.mark.parametrize("kind", ["ctc", "rnnt", "tdt"])
 def test_convert_and_transcribe_match_transformers(kind: str, tmp_path: Path) -> None:
     if not AUDIO.is_dir():
         pytest.skip(f"{AUDIO} (LibriSpeech test-other clips) is not on this machine")

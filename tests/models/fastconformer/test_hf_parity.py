@@ -57,11 +57,10 @@ def test_ctc_encoder_and_greedy_match_transformers(ctc_folder) -> None:
 
 def test_rnnt_greedy_matches_transformers(tmp_path: Path) -> None:
     hf = save_hf("rnnt", tmp_path)
-    conv = HfParakeetRnntConverter()
-    assert conv.detect(tmp_path)
-    cfg = conv.build_config(tmp_path)
-    ours = FastConformerRnnt(cfg).eval()
-    ours.load_weights(conv.load_state_dict(tmp_path, cfg))
+    assert isinstance(detect_converter(tmp_path), HfParakeetRnntConverter)
+    ours = build_model_from_checkpoint(tmp_path).eval()
+    assert isinstance(ours, FastConformerRnnt)
+    cfg = ours.config
     feats, lens, mask = _batch()
     with torch.no_grad():
         out = hf.generate(feats, attention_mask=mask.long(), decoder_start_token_id=BLANK,
@@ -89,3 +88,14 @@ def test_tdt_greedy_matches_transformers(tmp_path: Path) -> None:
     ref = hf_hypotheses(out, hidden_lens, BLANK)
     assert any(r[0] for r in ref)
     assert [(h.tokens, h.frames) for h in hyps] == ref
+
+
+def test_rnnt_beam_is_refused_for_the_recurrent_predictor(tmp_path: Path) -> None:
+    from oasr.engine.decode.registry import build_decode_strategy
+
+    save_hf("rnnt", tmp_path)
+    model = build_model_from_checkpoint(tmp_path).eval()
+    assert model.decode_families == ("transducer",)
+    build_decode_strategy("transducer", model, {"beam_size": 1})
+    with pytest.raises(ValueError, match="recurrent"):
+        build_decode_strategy("transducer", model, {"beam_size": 4})
