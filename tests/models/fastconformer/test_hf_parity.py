@@ -99,3 +99,27 @@ def test_rnnt_beam_is_refused_for_the_recurrent_predictor(tmp_path: Path) -> Non
     build_decode_strategy("transducer", model, {"beam_size": 1})
     with pytest.raises(ValueError, match="recurrent"):
         build_decode_strategy("transducer", model, {"beam_size": 4})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["ctc", "tdt"])
+def test_cuda_fp32_matches_transformers(kind: str, tmp_path: Path) -> None:
+    hf = save_hf(kind, tmp_path, blank_bias=0.0).cuda()
+    ours = build_model_from_checkpoint(tmp_path).eval().cuda()
+    feats, lens, mask = (t.cuda() for t in _batch())
+    with torch.no_grad():
+        hidden, hidden_lens = ours.encode_offline(feats, lens)
+        if kind == "ctc":
+            valid = hf.encoder(feats, attention_mask=mask.long()).attention_mask.bool()
+            ref_ids = hf.generate(feats, attention_mask=mask.long())
+            log_probs, _ = ours.forward_offline(feats, lens)
+            assert torch.equal(log_probs.argmax(-1)[valid], ref_ids[valid])
+            return
+        out = hf.generate(feats, attention_mask=mask.long(), decoder_start_token_id=BLANK,
+                          max_new_tokens=2000)
+        cfg = ours.config
+        hyps = tdt_greedy(ours.predictor, ours.joiner, hidden, hidden_lens, cfg.blank_id,
+                          cfg.vocab_size, cfg.durations, max_symbols_per_step=10**6)
+    ref = hf_hypotheses(out, hidden_lens.cpu(), BLANK)
+    assert [(h.tokens, h.frames) for h in hyps] == ref
