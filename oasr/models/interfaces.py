@@ -90,6 +90,32 @@ CAPABILITIES: dict[str, Capability] = {
         attention_scores="one batched teacher-forced pass scoring every row's n-best",
         config__blank_id="the CTC blank's id (no default: a wrong blank decodes garbage)",
     ),
+    # Transducer (RNN-T / icefall stateless): the family drives predictor and joiner itself.
+    "transducer": _cap(
+        "transducer",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predictor__init_state="a TransducerPredictor: the start history of B streams",
+        predictor__predict="the predictor projection for the current history",
+        predictor__advance="append the emitted labels to the rows that emitted",
+        predictor__blank_id="the blank label: advances the frame",
+        joiner__forward="a Joiner: (encoder frame, predictor output) -> logits",
+        joiner__project_encoder="the encoder half of the joint, once per frame",
+        joiner__project_decoder="the predictor half of the joint, once per history",
+    ),
+    # Token-and-duration transducer (Parakeet TDT): greedy, the frame advancing by durations.
+    "tdt": _cap(
+        "tdt",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predictor__init_state="the prediction network's state before any label",
+        predictor__predict="the prediction network's output for a state",
+        predictor__advance="append emitted labels to the rows that emitted",
+        joiner__project_encoder="encoder frames -> the joint's input",
+        joiner__project_decoder="prediction output -> the joint's input",
+        config__blank_id="the blank's id",
+        config__vocab_size="token logits come first in the joint's output, durations after",
+        config__durations="the frames each duration logit stands for",
+        config__max_symbols_per_step="labels one frame may emit before the frame is forced on",
+    ),
 }
 
 

@@ -103,3 +103,36 @@ def build_tiny(name: str) -> tuple[nn.Module, Exercise]:
 
     config, exercise = TINY_CONFIGS[name]()
     return get_model_entry(name).load_model_cls().from_config(config).eval(), exercise
+
+
+# -- FastConformer (Parakeet) ---------------------------------------------------------------
+def _tiny_fastconformer(head: str) -> tuple[Any, Exercise]:
+    from oasr.models.fastconformer.config import FastConformerConfig
+
+    cfg = FastConformerConfig(
+        num_mel_bins=16, d_model=16, layers=1, heads=2, ff_dim=24, conv_kernel=3,
+        subsampling_channels=4, head=head, vocab_size=12, blank_id=11, pred_hidden=8,
+        pred_layers=1,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 40, cfg.num_mel_bins)
+        lens = torch.tensor([40, 25])
+        if head == "ctc":
+            return model.forward_offline(feats, lens)
+        from oasr.engine.decode.tdt_search import tdt_greedy
+        from oasr.engine.decode.transducer_search import greedy_search
+
+        hidden, hidden_lens = model.encode_offline(feats, lens)
+        if head == "rnnt":
+            return greedy_search(model.predictor, model.joiner, hidden, hidden_lens,
+                                 max_sym_per_frame=2)
+        return tdt_greedy(model.predictor, model.joiner, hidden, hidden_lens, cfg.blank_id,
+                          cfg.vocab_size, cfg.durations, cfg.max_symbols_per_step)
+
+    return cfg, exercise
+
+
+TINY_CONFIGS["parakeet_ctc"] = lambda: _tiny_fastconformer("ctc")
+TINY_CONFIGS["parakeet_rnnt"] = lambda: _tiny_fastconformer("rnnt")
+TINY_CONFIGS["parakeet_tdt"] = lambda: _tiny_fastconformer("tdt")

@@ -20,6 +20,9 @@ DECODE_STRATEGIES.register("llm", "oasr.engine.decode.llm:LlmDecodeStrategy")
 DECODE_STRATEGIES.register(
     "ctc_aed_rescoring", "oasr.engine.decode.ctc_aed_rescoring:CtcAedRescoringStrategy"
 )
+DECODE_STRATEGIES.register("transducer", "oasr.engine.decode.transducer:TransducerDecodeStrategy")
+# Token-and-duration transducers (Parakeet TDT).
+DECODE_STRATEGIES.register("tdt", "oasr.engine.decode.tdt:TdtDecodeStrategy")
 
 
 def register_decode_strategy(name: str):
