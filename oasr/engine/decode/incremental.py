@@ -9,8 +9,9 @@ groups cost about twice one group of the same rows.
 Tokens, their log-probabilities and the end flags stay on the device; the host reads the flags
 every ``eos_check_interval`` steps, so a greedy step adds no synchronisation (what does sync:
 that read, compaction, a capture of a new step-graph shape, and per step a timestamp-mode
-row; a sampled row draws on the device, ``sampling.py``). A family implements ``prefill_rows`` (prompt + state), ``process_logits``
-(suppression), ``eos_id`` and ``finish_row`` (detokenize).
+row; a sampled row draws on the device, ``sampling.py``). A family implements
+``prefill_rows`` (prompt + state), ``process_logits`` (suppression), ``eos_id`` and
+``finish_row`` (detokenize).
 
 Decoder KV storage (``setup_decoder_kv``): ``dense`` or ``paged`` on the engine's one
 ``BlockPool`` (``oasr.cache.kv_budget``), admission bounded by ``decode_kv_budget_gib``
