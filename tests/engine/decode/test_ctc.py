@@ -7,7 +7,9 @@ Oracles, each written here and independent of the C++:
     least as wide as the number of labelings keeps everything, so it must match exactly;
   * prefix beam, pruning: a plain-Python statement of WeNet's ``ctc_prefix_beam_search``
     (dict keyed by the prefix tuple, list copies for the frames) at beams 4-10;
-  * blank skipping: decoding with skips equals decoding the frames that remain.
+  * blank skipping: decoding with skips equals decoding the frames that remain;
+  * re-entry: a prefix that leaves the beam and comes back while its extension stayed is still
+    one prefix (WeNet's dict merges the two ways of reaching a token sequence).
 """
 
 from __future__ import annotations
@@ -86,11 +88,12 @@ class Entry:
         return self.fs if self.vs > self.vns else self.fns
 
 
-def wenet_prefix_beam(lp: np.ndarray, length: int, blank: int, beam: int,
-                      skip: float = 1.0) -> list[tuple[tuple[int, ...], float, list[int]]]:
+def wenet_prefix_beam(lp: np.ndarray, length: int, blank: int, beam: int, skip: float = 1.0,
+                      trace: list[list[tuple[int, ...]]] | None = None,
+                      ) -> list[tuple[tuple[int, ...], float, list[int]]]:
     """WeNet's ctc_prefix_beam_search restated, frames recorded at the first frame of a run,
     blank skipping as WeNet's WFST decoder does it (replay the last skipped frame between two
-    equal argmaxes)."""
+    equal argmaxes). ``trace``, when given, receives each step's surviving prefixes."""
     root = Entry()
     root.s, root.vs, root.vns = 0.0, 0.0, 0.0
     hyps: list[tuple[tuple[int, ...], Entry]] = [((), root)]
@@ -126,7 +129,10 @@ def wenet_prefix_beam(lp: np.ndarray, length: int, blank: int, beam: int,
                         n.vns = e.vit() + p
                         n.fns = e.frames() + [t]
         ranked = sorted(nxt.items(), key=lambda kv: kv[1].score(), reverse=True)
-        return [kv for kv in ranked if kv[1].score() > NEG_INF][:beam]
+        kept = [kv for kv in ranked if kv[1].score() > NEG_INF][:beam]
+        if trace is not None:
+            trace.append([prefix for prefix, _ in kept])
+        return kept
 
     prev_skipped, last_skipped, last_best = False, -1, -1
     for t in range(length):
@@ -356,6 +362,66 @@ def test_threads_do_not_change_results():
             [(as_tuple(h), h.score, h.frames.tolist()) for h in b]
     g1, g3 = ctc.greedy(lp, lens, 0, num_threads=1), ctc.greedy(lp, lens, 0, num_threads=3)
     assert [as_tuple(h) for h in g1] == [as_tuple(h) for h in g3]
+
+
+# -- prefix beam: a prefix that leaves the beam and comes back ---------------------------------
+
+
+def reentries(trace: list[list[tuple[int, ...]]]) -> list[tuple[int, tuple[int, ...]]]:
+    """(step, prefix) for each prefix that comes back into the beam after dropping out while one
+    of its one-token extensions stayed in: the case where the returning prefix, extended again,
+    reaches a token sequence that is already live."""
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for i, beam in enumerate(trace):
+        before = set(trace[i - 1]) if i else set()
+        for p in beam:
+            if p in seen and p not in before and any(q[:-1] == p for q in before if q):
+                out.append((i, p))
+        seen.update(beam)
+    return out
+
+
+def test_a_prefix_that_returns_to_the_beam_is_merged_with_its_live_extension():
+    # Beam 2, tokens {blank, 1, 2}. After frame 4 the beam is (2, 1) and (2, 1, 2, 1): (2, 1, 2)
+    # has dropped out. Frame 5 brings (2, 1, 2) back from (2, 1) while (2, 1, 2, 1) stays, and
+    # frame 6 extends it by 1 onto (2, 1, 2, 1) again: one prefix, its two sums added.
+    probs = np.array([[0.03, 0.01, 0.96],
+                      [0.31, 0.11, 0.58],
+                      [0.18, 0.75, 0.07],
+                      [0.23, 0.27, 0.50],
+                      [0.39, 0.50, 0.11],
+                      [0.18, 0.50, 0.32],
+                      [0.39, 0.54, 0.07]])
+    lp = np.log(probs).astype(np.float32)[None]
+    trace: list[list[tuple[int, ...]]] = []
+    want = wenet_prefix_beam(lp[0], 7, 0, 2, trace=trace)
+    assert trace[4] == [(2, 1), (2, 1, 2, 1)] and (5, (2, 1, 2)) in reentries(trace)
+    hyps = ctc.prefix_beam(lp, np.array([7]), 0, 2, 1.0, 2)[0]
+    assert [as_tuple(h) for h in hyps] == [(2, 1, 2, 1), (2, 1, 2)] == [p for p, _, _ in want]
+    np.testing.assert_allclose([h.score for h in hyps], [s for _, s, _ in want], atol=1e-6)
+    assert [h.frames.tolist() for h in hyps] == [f for _, _, f in want]
+
+
+@pytest.mark.parametrize("beam,v", [(3, 3), (4, 3), (5, 4)])
+def test_prefixes_returning_to_the_beam_match_wenet_statement(beam, v):
+    # Flat rows over a few tokens: prefixes often drop out and come back.
+    rng = np.random.default_rng(40 + beam * v)
+    b, t_len = 24, 30
+    lp = random_log_probs(rng, b, t_len, v, scale=1.0)
+    out = ctc.prefix_beam(lp, np.full(b, t_len), 0, beam, 1.0, beam)
+    returned = 0
+    for row in range(b):
+        trace: list[list[tuple[int, ...]]] = []
+        want = wenet_prefix_beam(lp[row], t_len, 0, beam, trace=trace)
+        returned += bool(reentries(trace))
+        got = [as_tuple(h) for h in out[row]]
+        assert len(set(got)) == len(got)
+        assert got == [p for p, _, _ in want]
+        np.testing.assert_allclose([h.score for h in out[row]], [s for _, s, _ in want],
+                                   atol=1e-5)
+        assert [h.frames.tolist() for h in out[row]] == [f for _, _, f in want]
+    assert returned >= b // 3  # the inputs do provoke the case
 
 
 # -- blank skipping -----------------------------------------------------------------------------
