@@ -20,13 +20,16 @@ inline double log_add(double a, double b) {
 }
 
 // A surviving prefix is a node of a per-row token trie, so merging two ways of reaching the
-// same token sequence is an integer comparison. stamp/slot locate the node's entry in the
-// frame being built.
+// same token sequence is an integer comparison. A token sequence has one node for the whole
+// search: a prefix that leaves the beam and comes back gets its old node back (found through
+// its parent's child list), so its live extensions are still found from it. stamp/slot
+// locate the node's entry in the frame being built.
 struct TrieNode {
   int32_t parent;
   int32_t token;  // -1 at the root
   int64_t stamp;
   int32_t slot;
+  int32_t first_child = -1, next_sibling = -1;
 };
 
 // Emitting frames live in a persistent list (one arena per row): a best path shares its
@@ -118,7 +121,7 @@ class RowSearch {
         opt_(options),
         k_(static_cast<int32_t>(std::min<int64_t>(options.beam_size, row.vocab))),
         live_(options.beam_size) {
-    trie_.push_back({-1, -1, -1, 0});
+    trie_.push_back({-1, -1, -1, 0, -1, -1});
     Prefix root{0, -1, -1};
     root.pb = 0.0;
     root.vb = 0.0;
@@ -208,13 +211,29 @@ class RowSearch {
     return next_[static_cast<std::size_t>(n.slot)];
   }
 
-  // The entry of h + u: a live prefix's when h + u is one, else a new entry (each (h, u) pair
-  // is visited once per frame, so a new prefix is never reached twice).
+  // The entry of h + u: a live prefix's when h + u is one, else a new entry (live prefixes are
+  // distinct sequences and each (h, u) pair is visited once per frame, so a new prefix is
+  // never reached twice).
   Prefix& extension(const Prefix& h, int32_t u) {
     const int32_t node = live_.find(h.node, u);
     if (node >= 0) return existing(node);
     next_.push_back(Prefix{-1, h.node, u});
     return next_.back();
+  }
+
+  // The trie node of parent + token: the one it had when last in the beam, else a new one.
+  // Consulted only when a prefix new to the beam survives a frame, and a parent has few
+  // children that ever survived.
+  int32_t node_of(int32_t parent, int32_t token) {
+    int32_t& head = trie_[static_cast<std::size_t>(parent)].first_child;
+    for (int32_t c = head; c >= 0; c = trie_[static_cast<std::size_t>(c)].next_sibling) {
+      if (trie_[static_cast<std::size_t>(c)].token == token) return c;
+    }
+    const auto node = static_cast<int32_t>(trie_.size());
+    const int32_t sibling = head;  // read before push_back can move the trie
+    trie_.push_back({parent, token, -1, 0, -1, sibling});
+    trie_[static_cast<std::size_t>(parent)].first_child = node;
+    return node;
   }
 
   int32_t append_frame(int32_t prev, int64_t t) {
@@ -273,10 +292,7 @@ class RowSearch {
     for (const std::size_t i : order_) {
       Prefix h = next_[i];
       if (static_cast<int32_t>(cur_.size()) == opt_.beam_size || h.total == kNegInf) break;
-      if (h.node < 0) {
-        h.node = static_cast<int32_t>(trie_.size());
-        trie_.push_back({h.parent, h.token, -1, 0});
-      }
+      if (h.node < 0) h.node = node_of(h.parent, h.token);
       if (h.pending_t >= 0) {
         h.frames_nb = append_frame(h.pending_prev, h.pending_t);
         h.pending_t = -1;
