@@ -49,8 +49,9 @@ def serves(beam_size: int, nbest: int) -> bool:
 
 class _Pool(ctypes.Structure):
     _fields_ = [(name, ctypes.c_void_p) for name in (
-        "beam", "scalars", "trie_parent", "trie_token", "frame_prev", "frame_t", "frame_lp",
-        "saved_ids", "saved_vals", "pending_node", "pending_tok")] + [
+        "beam", "scalars", "trie_parent", "trie_token", "trie_child", "trie_sibling",
+        "frame_prev", "frame_t", "frame_lp", "saved_ids", "saved_vals", "pending_node",
+        "pending_tok")] + [
         ("capacity", ctypes.c_int32), ("beam_size", ctypes.c_int32)]
 
 
@@ -181,15 +182,17 @@ class CtcBeamPool:
                                  device=dev)
         self._scalars = torch.zeros(slots * layout.slot_scalars, dtype=torch.uint8, device=dev)
         self._trie_parent, self._trie_token = ints(slots, cap), ints(slots, cap)
+        self._trie_child, self._trie_sibling = ints(slots, cap), ints(slots, cap)
         self._frame_prev, self._frame_t = ints(slots, cap), ints(slots, cap)
         self._frame_lp = torch.empty(slots, cap, dtype=torch.float32, device=dev)
         self._saved_ids = ints(slots, beam_size)
         self._saved_vals = torch.empty(slots, beam_size, dtype=torch.float32, device=dev)
         self._pending_node, self._pending_tok = ints(slots, beam_size), ints(slots, beam_size)
         self._struct = _Pool(*(t.data_ptr() for t in (
-            self._beam, self._scalars, self._trie_parent, self._trie_token, self._frame_prev,
-            self._frame_t, self._frame_lp, self._saved_ids, self._saved_vals,
-            self._pending_node, self._pending_tok)), cap, beam_size)
+            self._beam, self._scalars, self._trie_parent, self._trie_token, self._trie_child,
+            self._trie_sibling, self._frame_prev, self._frame_t, self._frame_lp,
+            self._saved_ids, self._saved_vals, self._pending_node, self._pending_tok)), cap,
+            beam_size)
         self._fed = np.zeros(slots, dtype=np.int64)  # frames given to each open slot
         self._open = np.zeros(slots, dtype=bool)
         self._slot_cache: dict[bytes, torch.Tensor] = {}

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from oasr.kernels import ctc_cuda
-from tests.engine.decode.test_ctc import random_log_probs
+from tests.engine.decode.test_ctc import random_log_probs, reentries, wenet_prefix_beam
 
 ctc = pytest.importorskip("oasr._C").ctc
 
@@ -189,6 +189,39 @@ def test_streaming_chunks_continue_the_beam(skip) -> None:
         t += size
     pending = pool.finalize_async(slots, nbest=3)
     assert_same(pending.result(), cpu_search(lp, lens, beam, skip, 3), f"chunks skip {skip}")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("beam,v", [(3, 3), (4, 3), (5, 4)])
+def test_prefixes_returning_to_the_beam_match_wenet_statement(beam, v) -> None:
+    """Flat rows over a few tokens, where prefixes drop out of the beam and come back while
+    their extensions stay in: one prefix per token sequence, offline and in chunks."""
+    rng = np.random.default_rng(40 + beam * v)
+    B, T = 24, 30
+    lp = random_log_probs(rng, B, T, v, 1.0)
+    lens = np.full(B, T)
+    returned = 0
+    for row in range(B):
+        trace: list[list[tuple[int, ...]]] = []
+        wenet_prefix_beam(lp[row], T, 0, beam, trace=trace)
+        returned += bool(reentries(trace))
+    assert returned >= B // 3
+    cpu = cpu_search(lp, lens, beam, 1.0, beam)
+    for row in range(B):
+        want = [p for p, _, _ in wenet_prefix_beam(lp[row], T, 0, beam)]
+        assert [tuple(np.asarray(h.tokens).tolist()) for h in cpu[row]] == want
+    dev = torch.from_numpy(lp).cuda()
+    gpu = ctc_cuda.decode_offline(dev, torch.from_numpy(lens).cuda(), blank=0, beam_size=beam,
+                                  nbest=beam)
+    assert_same(gpu, cpu, f"offline beam {beam} V {v}")
+    pool = ctc_cuda.CtcBeamPool(B, beam, max_frames=T)
+    slots = pool.open(B)
+    for t in range(0, T, 7):
+        chunk = dev[:, t:t + 7]
+        pool.advance(slots, chunk, [chunk.shape[1]] * B)
+    assert_same(pool.finalize_async(slots, nbest=beam).result(), cpu,
+                f"chunks beam {beam} V {v}")
 
 
 @pytest.mark.gpu

@@ -4,7 +4,9 @@
 // frames continues a slot's beam in place, so a streaming decoder and an offline batch run the
 // same kernel (offline is one chunk per slot). A prefix is a node of the slot's token trie and
 // its best path's emitting frames a linked list in the slot's frame arena, both append-only
-// with `capacity` entries, as in the CPU search (csrc/ctc/prefix_beam.cc).
+// with `capacity` entries, as in the CPU search (csrc/ctc/prefix_beam.cc). As there, a token
+// sequence has one node for the whole stream: a prefix returning to the beam finds its old
+// node through its parent's child list, so its live extensions are found from it again.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,8 @@ struct BeamPool {
   SlotScalars* scalars;   // [slots]
   int32_t* trie_parent;   // [slots, capacity]
   int32_t* trie_token;    // [slots, capacity]
+  int32_t* trie_child;    // [slots, capacity]: a node's latest child (-1: none)
+  int32_t* trie_sibling;  // [slots, capacity]: the child made before it under the same parent
   int32_t* frame_prev;    // [slots, capacity]
   int32_t* frame_t;       // [slots, capacity]
   float* frame_lp;        // [slots, capacity]: the token's max log-prob over frames t, t + 1

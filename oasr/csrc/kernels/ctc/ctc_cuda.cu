@@ -24,6 +24,7 @@ __global__ void reset_kernel(BeamPool pool, const int32_t* __restrict__ slots, i
   const int64_t base = static_cast<int64_t>(slot) * pool.capacity;
   pool.trie_parent[base] = -1;
   pool.trie_token[base] = -1;
+  pool.trie_child[base] = -1;
   BeamEntry root;
   root.pb = 0.0;
   root.pnb = -CUDART_INF;

@@ -12,8 +12,9 @@
 // thread per (u, i) builds the new prefix h_i + u unless it lands on a live one. Each candidate
 // carries (score, first touch), a strict order; a candidate's rank is the number of candidates
 // ahead of it (a few hundred comparisons on a beam of 10, cheaper than sorting them), and the
-// first beam_size ranks survive. Warp 0 materialises them, appending trie and frame nodes with
-// one ballot each. Four barriers per frame; the next frame's input is loaded while this one
+// first beam_size ranks survive. Warp 0 materialises them: a new prefix takes its sequence's
+// trie node if one was made before (a walk of its parent's children), else a node appended
+// with one ballot, as are frame nodes. Four barriers per frame; the next frame's input is loaded while this one
 // decodes, into the other of two buffers.
 #pragma once
 
@@ -284,14 +285,27 @@ __device__ void beam_step(StepShared& s, SlotScalars& sc, int& buf, const BeamPo
       }
     }
     const unsigned below = (1u << lane) - 1u;
+    const int64_t base = static_cast<int64_t>(slot) * pool.capacity;
+    // The survivors are distinct sequences, so no two lanes look for the same (parent, token)
+    // and every walk reads only children made in earlier frames. (A parent past the capacity
+    // exists only in a slot already void.)
+    if (valid && e.node < 0 && e.parent < pool.capacity) {
+      for (int c = pool.trie_child[base + e.parent]; c >= 0; c = pool.trie_sibling[base + c]) {
+        if (pool.trie_token[base + c] == e.token) {
+          e.node = c;
+          break;
+        }
+      }
+    }
     const unsigned need_node = __ballot_sync(kFull, valid && e.node < 0);
     const unsigned need_frame = __ballot_sync(kFull, valid && pend_iu >= 0);
-    const int64_t base = static_cast<int64_t>(slot) * pool.capacity;
     if (valid && e.node < 0) {
       const int node = sc.trie_size + __popc(need_node & below);
       if (node < pool.capacity) {
         pool.trie_parent[base + node] = e.parent;
         pool.trie_token[base + node] = e.token;
+        pool.trie_child[base + node] = -1;
+        pool.trie_sibling[base + node] = atomicExch(&pool.trie_child[base + e.parent], node);
       } else {
         sc.error = kTrieFull;
       }
