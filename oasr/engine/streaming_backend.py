@@ -8,33 +8,18 @@ when it ends.
 
 Built in: ``stateful`` (``oasr.engine.stateful_backend``: a list of state tensors per stream,
 for any encoder with ``get_streaming_init_states`` / ``streaming_forward``) and ``slot``
-(``oasr.engine.slot_backend``: fixed-extent states declared by ``slot_state_specs`` in a slot
-cache, CUDA-graph captured per power-of-two width). ``paged`` is not served yet: an encoder
+(``oasr.engine.slot_backend``: fixed-extent states declared by ``slot_state_specs``
+(``oasr.models.base.StreamingStateSpec``) in a slot cache, CUDA-graph captured per power-of-two width). ``paged`` is not served yet: an encoder
 declaring it gets an error naming the gap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from oasr.registry import Registry
-
-
-@dataclass(frozen=True)
-class SlotStateSpec:
-    """One fixed-extent per-stream state tensor of a ``slot`` encoder.
-
-    shape: the tensor's shape for one stream, without the batch axis; batch_dim: where the
-    encoder's ``streaming_forward`` expects the batch axis in the state it is handed; the slot
-    cache stores it slot-major and moves the axis. Zero is the initial state.
-    """
-
-    shape: tuple[int, ...]
-    batch_dim: int = 0
-    dtype: torch.dtype = torch.float32
 
 
 def streaming_encoder(model: Any) -> Any:
