@@ -7,7 +7,8 @@ per-stream shape, where ``streaming_forward`` wants the batch axis and the initi
 padding lane: a cohort of B streams is padded to the next power of two with rows that read and
 write only that lane, so one CUDA graph per power-of-two width (and chunk length) serves every
 cohort size. On CUDA the step is captured (``use_cuda_graphs``); elsewhere it runs eagerly with
-the same padding, so both paths compute the same thing. The lane is reset to its fill after each step.
+the same padding, so both paths compute the same thing. The lane is reset to its fill after
+each step.
 
 A replayed graph writes into static buffers; ``forward_step`` returns copies, so an output stays
 valid across later steps.

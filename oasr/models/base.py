@@ -45,7 +45,7 @@ STREAMING_KINDS = ("paged", "slot", "stateful", "none")
 
 # The members each streaming kind needs on the encoder.
 STREAMING_SURFACE: dict[str, tuple[str, ...]] = {
-    "paged": ("forward_chunk_paged",),
+    "paged": ("forward_chunk_paged", "output_lengths"),
     "slot": ("get_streaming_init_states", "streaming_forward"),
     "stateful": ("get_streaming_init_states", "streaming_forward"),
     "none": (),

@@ -145,7 +145,7 @@ def test_declarations_are_checked() -> None:
 
     paged = Paged()
     paged.streaming_kind = "paged"
-    with pytest.raises(ValueError, match="not built yet"):
+    with pytest.raises(ValueError, match="lacks: output_lengths"):
         build_streaming_backend(paged)
 
     class NoApi(nn.Module):
