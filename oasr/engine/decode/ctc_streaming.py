@@ -4,7 +4,7 @@ kept per stream, so feeding a stream's log-probs chunk by chunk gives the hypoth
 search gives on the whole sequence.
 
 ``feed(log_probs (T, V))`` advances by T frames; ``best()`` is the current best hypothesis
-(tokens, each token's emitting frame on the stream's encoder clock, score). Frames are counted
+(tokens, each token's emitting frame and its posterior there, score). Frames are counted
 from the stream's first fed frame. Blank skipping (``blank_skip_threshold < 1``) is not served
 here: it decides per frame from the next frame, which a chunk boundary hides.
 """
@@ -32,6 +32,7 @@ def _logaddexp(a: float, b: float) -> float:
 class CtcHypothesis:
     tokens: list[int] = field(default_factory=list)
     frames: list[int] = field(default_factory=list)
+    probs: list[float] = field(default_factory=list)  # each token's posterior at its frame
     score: float = 0.0
 
 
@@ -52,7 +53,7 @@ class CtcGreedyStream:
         if len(log_probs) == 0:
             return
         best = np.argmax(log_probs, axis=-1)
-        self.feed_argmax(best, log_probs[np.arange(len(best)), best])
+        self.feed_argmax(best, np.asarray(log_probs)[np.arange(len(best)), best])
 
     def feed_argmax(self, best: np.ndarray, best_lp: np.ndarray | None = None) -> None:
         """The per-frame argmax ids (T,) (computed on the device for a batch), and optionally
@@ -61,6 +62,7 @@ class CtcGreedyStream:
             if tok != self.blank and tok != self.prev:
                 self.hyp.tokens.append(tok)
                 self.hyp.frames.append(self.frame + i)
+                self.hyp.probs.append(math.exp(best_lp[i]) if best_lp is not None else math.nan)
             self.prev = tok
         if best_lp is not None:
             self.hyp.score += float(np.sum(best_lp, dtype=np.float64))
@@ -69,6 +71,10 @@ class CtcGreedyStream:
     def best(self) -> CtcHypothesis:
         return self.hyp
 
+    def stable_prefix(self) -> int:
+        """The best path never rewrites an emitted token."""
+        return len(self.hyp.tokens)
+
 
 @dataclass
 class _Prefix:
@@ -76,8 +82,8 @@ class _Prefix:
     pnb: float = NEG_INF
     vb: float = NEG_INF  # Viterbi: the best single path ending in blank / in the last token
     vnb: float = NEG_INF
-    frames_b: tuple[int, ...] = ()
-    frames_nb: tuple[int, ...] = ()
+    frames_b: tuple[tuple[int, float], ...] = ()  # (frame, posterior) per token
+    frames_nb: tuple[tuple[int, float], ...] = ()
 
     @property
     def score(self) -> float:
@@ -133,12 +139,12 @@ class CtcPrefixBeamStream:
                     e = get(h + (u,))
                     e.pnb = _logaddexp(e.pnb, cur.pb + p)
                     if cur.vb + p > e.vnb:
-                        e.vnb, e.frames_nb = cur.vb + p, cur.frames_b + (t,)
+                        e.vnb, e.frames_nb = cur.vb + p, cur.frames_b + ((t, math.exp(p)),)
                 else:
                     e = get(h + (u,))
                     e.pnb = _logaddexp(e.pnb, cur.score + p)
                     if v_any + p > e.vnb:
-                        e.vnb, e.frames_nb = v_any + p, f_any + (t,)
+                        e.vnb, e.frames_nb = v_any + p, f_any + ((t, math.exp(p)),)
         live = [(h, q) for h, q in nxt.items() if q.score > NEG_INF]
         live.sort(key=lambda hq: -hq[1].score)  # stable: first touched wins a tie
         self.beam = live[:self.beam_size]
@@ -146,10 +152,23 @@ class CtcPrefixBeamStream:
     def nbest(self, n: int | None = None) -> list[CtcHypothesis]:
         out = []
         for h, q in self.beam[:n or self.beam_size]:
-            frames = q.frames_b if q.vb >= q.vnb else q.frames_nb
-            out.append(CtcHypothesis(list(h), list(frames), q.score))
+            path = q.frames_b if q.vb >= q.vnb else q.frames_nb
+            out.append(CtcHypothesis(list(h), [f for f, _ in path], [p for _, p in path],
+                                     q.score))
         return out
 
     def best(self) -> CtcHypothesis:
         hyps = self.nbest(1)
         return hyps[0] if hyps else CtcHypothesis()
+
+    def stable_prefix(self) -> int:
+        """Tokens every live prefix shares: no later frame can change them."""
+        if not self.beam:
+            return 0
+        first = self.beam[0][0]
+        n = len(first)
+        for h, _ in self.beam[1:]:
+            n = min(n, len(h))
+            while n and h[:n] != first[:n]:
+                n -= 1
+        return n
