@@ -23,7 +23,6 @@ from tests.models.conformer.wenet_fixtures import fixture_dir
 from tests.transcribe.conftest import LIBRISPEECH as DATA
 
 
-
 def write_conformer_bundle(dst: Path, seed: int = 0) -> Path:
     import torch
 
