@@ -73,6 +73,12 @@ def stream_command(
     chunk_frames: int | None = typer.Option(
         None, "--chunk-frames", help="Chunk-wise models: encoder frames per chunk (default: the "
                                      "model's; WeNet dynamic-chunk models 16)."),
+    vad: str = typer.Option(
+        "silero", "--vad", help="Speech detector for endpointing: silero (default, if its "
+                                "weights are installed), energy (an energy gate, no weights) or "
+                                "fsmn (refused: no streaming mode)."),
+    vad_model_dir: str | None = typer.Option(
+        None, "--vad-model-dir", help="Folder with the detector's weights."),
     left_chunks: int | None = typer.Option(
         None, "--left-chunks", help="Chunk-wise models: chunks of left context kept (-1: all; "
                                     "default: the model's)."),
@@ -118,7 +124,10 @@ def stream_command(
         engine = ASREngine(EngineConfig(model=model, device=device, dtype=dtype,
                                         decode_method=decode_method, decode_options=overrides,
                                         max_batch_size=batch_size))
-        options = StreamOptions(step_s=step, max_step_s=max(step, 5.0) if mic or realtime
+        from oasr.streaming.detector import frame_detector
+
+        detector = frame_detector(vad, vad_model_dir)
+        options = StreamOptions(detector=detector, step_s=step, max_step_s=max(step, 5.0) if mic or realtime
                                 else step, language=language, task=task,
                                 endpoint=EndpointConfig(enabled=not no_endpoint),
                                 chunk_frames=chunk_frames, left_chunks=left_chunks,
