@@ -128,7 +128,8 @@ def stream_command(
 
         detector = frame_detector(vad, vad_model_dir)
         options = StreamOptions(detector=detector, step_s=step,
-                                max_step_s=max(step, 5.0) if mic or realtime else step, language=language, task=task,
+                                max_step_s=max(step, 5.0) if mic or realtime else step,
+                                language=language, task=task,
                                 endpoint=EndpointConfig(enabled=not no_endpoint),
                                 chunk_frames=chunk_frames, left_chunks=left_chunks,
                                 max_streams=max(1, len(inputs or [])))
