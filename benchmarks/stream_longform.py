@@ -10,8 +10,9 @@ Runs, as a user would (subprocesses of this tree's CLI):
 then scores the stream's finals (joined in order) and the offline transcript against the
 ``.txt`` reference (whisper normalizer), and records the stream's own summary line: first-text
 latency (audio seconds after speech began) and commit lag (mean / p50 / p90), the wall times,
-and the gap between the two WERs (Done when: within 1.5 points). ``--seconds S`` streams only
-the first S seconds and scores the utterances that end inside them (``speech-edges.json``).
+and the gap between the two WERs (Done when: within 1.5 points). ``--seconds S`` runs both on
+the audio up to the end of the last utterance that ends within S s (``speech-edges.json``) and
+scores those utterances.
 """
 
 from __future__ import annotations
@@ -77,11 +78,16 @@ def main() -> None:
         tmp = Path(tmp)
         src = audio_path
         if args.seconds:
+            # Cut at the end of the last whole utterance inside S: both runs hear the same
+            # audio and the reference covers all of it.
+            edges = json.loads((DATA / f"{NAME}.speech-edges.json").read_text())
+            whole = [e for e in edges if e["end"] <= args.seconds]
+            if not whole:
+                raise SystemExit(f"no whole utterance ends within {args.seconds} s")
             audio, sr = sf.read(audio_path, dtype="float32")
             src = tmp / "slice.flac"
-            sf.write(src, audio[: int(args.seconds * sr)], sr)
-            edges = json.loads((DATA / f"{NAME}.speech-edges.json").read_text())
-            ref_text = " ".join(e["text"] for e in edges if e["end"] <= args.seconds)
+            sf.write(src, audio[: int(whole[-1]["end"] * sr)], sr)
+            ref_text = " ".join(e["text"] for e in whole)
         finals = tmp / "finals.jsonl"
         offline = tmp / "offline.jsonl"
         proc, stream_wall = cli("stream", str(src), "--output", str(finals), "--vad", args.vad,
@@ -89,14 +95,7 @@ def main() -> None:
         _, offline_wall = cli("transcribe", str(src), "-o", str(offline), "-f", "jsonl",
                               "--no-progress", *common)
         rows = [json.loads(x) for x in finals.read_text().splitlines() if x.strip()]
-        if args.seconds:  # words past the last whole reference utterance are not scored
-            last = max((e["end"] for e in json.loads(
-                (DATA / f"{NAME}.speech-edges.json").read_text()) if e["end"] <= args.seconds),
-                default=0.0)
-            stream_text = " ".join(w["word"] for r in rows for w in r["words"]
-                                   if w["start"] < last)
-        else:
-            stream_text = " ".join(r["text"] for r in rows)
+        stream_text = " ".join(r["text"] for r in rows)
         off_rows = [json.loads(x) for x in offline.read_text().splitlines() if x.strip()]
         offline_text = " ".join(r.get("text", "") for r in off_rows)
     s = score({"rec": ref_text}, {"rec": stream_text})
