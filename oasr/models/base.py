@@ -189,6 +189,8 @@ class TransducerPredictor(nn.Module):
     stateless decoder) so the fused greedy kernel can run it; ``None`` keeps the loop.
     """
 
+    blank_id: int  # the blank label, which advances the frame
+
     @unimplemented
     def init_state(self, batch: int, device: torch.device) -> Any:
         """The state of ``batch`` fresh streams (the blank / start history)."""
@@ -218,6 +220,13 @@ class TransducerPredictor(nn.Module):
         """The tensors of a stateless predictor, or ``None`` (not stateless: keep the loop)."""
         return None
 
+    @property
+    def label_window(self) -> int | None:
+        """``N`` when the state is the last ``N`` labels (B, N) int64 and ``predict`` reads
+        any such window, which is what modified beam search builds its hypotheses' states
+        from; ``None`` (a recurrent predictor) refuses beam search."""
+        return None
+
 
 class Joiner(nn.Module):
     """A transducer's joint network: (encoder frame, predictor projection) -> logits.
@@ -234,6 +243,14 @@ class Joiner(nn.Module):
     def additive_tensors(self) -> dict[str, Any] | None:
         """The additive joint's tensors and activation, or ``None``."""
         return None
+
+    def project_encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        """The encoder frames' half of the joint, computed once per frame (identity here)."""
+        return enc
+
+    def project_decoder(self, dec: torch.Tensor) -> torch.Tensor:
+        """The predictor output's half of the joint, computed once per history (identity)."""
+        return dec
 
 
 class BaseAsrModel(nn.Module):
