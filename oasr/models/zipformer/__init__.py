@@ -1,0 +1,1 @@
+"""Zipformer2 (icefall) encoder."""

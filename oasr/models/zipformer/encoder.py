@@ -1,0 +1,178 @@
+"""Zipformer2 (icefall): multi-resolution stacks between a Conv2d subsampler and a final 2x
+downsample.
+
+Each stack runs at ``downsampling_factor[i]`` x the subsampled rate (frames averaged down by
+``SimpleDownsample``, repeated back up, then mixed with the stack's input by a learned
+per-channel bypass) and at its own width (``convert_num_channels`` truncates or zero-pads
+between stacks). The output takes each channel from the most recent stack that has it, then
+``SimpleDownsample(2)``. Causal checkpoints use chunk-causal convolutions; offline the whole
+utterance is one chunk.
+
+Module names are icefall's, so an icefall ``encoder_embed.*`` / ``encoder.*`` state dict loads
+under ``embed.*`` / ``stacks.*`` with the converter's renames only (``converters.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from oasr.layers.norm import BiasNorm
+from oasr.models.base import BaseEncoder
+from oasr.models.zipformer.attention import (
+    NonlinAttention,
+    RelPositionAttentionWeights,
+    SelfAttention,
+    compact_rel_positions,
+)
+from oasr.models.zipformer.config import ZipformerConfig
+from oasr.models.zipformer.modules import (
+    Bypass,
+    ConvolutionModule,
+    FeedForward,
+    SimpleDownsample,
+    convert_num_channels,
+    upsample,
+)
+from oasr.models.zipformer.subsampling import Conv2dSubsampling
+
+
+class ZipformerLayer(nn.Module):
+    """ff1, nonlin-attn, attn1, conv1, ff2, mid-bypass, attn2, conv2, ff3, BiasNorm, bypass."""
+
+    def __init__(self, cfg: ZipformerConfig, i: int) -> None:
+        super().__init__()
+        dim, ff = cfg.encoder_dim[i], cfg.feedforward_dim[i]
+        heads, kernel = cfg.num_heads[i], cfg.cnn_module_kernel[i]
+        self.bypass = Bypass(dim)
+        self.bypass_mid = Bypass(dim)
+        self.self_attn_weights = RelPositionAttentionWeights(
+            dim, cfg.pos_dim, heads, cfg.query_head_dim[i], cfg.pos_head_dim[i])
+        self.self_attn1 = SelfAttention(dim, heads, cfg.value_head_dim[i])
+        self.self_attn2 = SelfAttention(dim, heads, cfg.value_head_dim[i])
+        self.feed_forward1 = FeedForward(dim, (ff * 3) // 4)
+        self.feed_forward2 = FeedForward(dim, ff)
+        self.feed_forward3 = FeedForward(dim, (ff * 5) // 4)
+        self.nonlin_attention = NonlinAttention(dim, 3 * dim // 4)
+        self.conv_module1 = ConvolutionModule(dim, kernel, cfg.causal)
+        self.conv_module2 = ConvolutionModule(dim, kernel, cfg.causal)
+        # icefall declares this and never reads it; kept so its state dict loads strictly.
+        self.bypass_scale = nn.Parameter(torch.full((dim,), 0.5))
+        self.norm = BiasNorm(dim)
+
+    def forward(self, src: torch.Tensor, pos_emb: torch.Tensor, chunk_size: int = -1,
+                attn_mask: torch.Tensor | None = None,
+                key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        orig = src
+        weights = self.self_attn_weights(src, pos_emb, key_padding_mask, attn_mask)
+        src = src + self.feed_forward1(src)
+        src = src + self.nonlin_attention(src, weights[0:1])
+        src = src + self.self_attn1(src, weights)
+        src = src + self.conv_module1(src, key_padding_mask, chunk_size)
+        src = src + self.feed_forward2(src)
+        src = self.bypass_mid(orig, src)
+        src = src + self.self_attn2(src, weights)
+        src = src + self.conv_module2(src, key_padding_mask, chunk_size)
+        src = src + self.feed_forward3(src)
+        return self.bypass(orig, self.norm(src))
+
+
+class ZipformerStack(nn.Module):
+    """``num_encoder_layers[i]`` layers sharing one relative-position encoding."""
+
+    def __init__(self, cfg: ZipformerConfig, i: int) -> None:
+        super().__init__()
+        self.pos_dim = cfg.pos_dim
+        self.layers = nn.ModuleList(ZipformerLayer(cfg, i)
+                                    for _ in range(cfg.num_encoder_layers[i]))
+
+    def forward(self, src: torch.Tensor, chunk_size: int = -1,
+                attn_mask: torch.Tensor | None = None,
+                key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        pos_emb = compact_rel_positions(src.shape[0], self.pos_dim, src.device, src.dtype)
+        for layer in self.layers:
+            src = layer(src, pos_emb, chunk_size, attn_mask, key_padding_mask)
+        return src
+
+
+class DownsampledStack(nn.Module):
+    """A stack at 1/ds the frame rate: downsample, the stack, repeat up, bypass-combine."""
+
+    def __init__(self, cfg: ZipformerConfig, i: int) -> None:
+        super().__init__()
+        self.factor = cfg.downsampling_factor[i]
+        self.downsample = SimpleDownsample(self.factor)
+        self.encoder = ZipformerStack(cfg, i)
+        self.out_combiner = Bypass(cfg.encoder_dim[i])
+
+    def forward(self, src: torch.Tensor, chunk_size: int = -1,
+                attn_mask: torch.Tensor | None = None,
+                key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        ds = self.factor
+        out = self.downsample(src)
+        if attn_mask is not None:
+            attn_mask = attn_mask[::ds, ::ds]
+        out = self.encoder(out, chunk_size // ds if chunk_size > 0 else chunk_size,
+                           attn_mask, key_padding_mask)
+        return self.out_combiner(src, upsample(out, ds)[:src.shape[0]])
+
+
+class Zipformer2(nn.Module):
+    """(T, B, C_embed) -> (ceil(T / 2), B, max(encoder_dim)); icefall's ``Zipformer``."""
+
+    def __init__(self, cfg: ZipformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.encoders = nn.ModuleList(
+            DownsampledStack(cfg, i) if cfg.downsampling_factor[i] != 1
+            else ZipformerStack(cfg, i) for i in range(len(cfg.downsampling_factor)))
+        self.downsample_output = SimpleDownsample(cfg.output_downsampling_factor)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
+                chunk_size: int = -1, attn_mask: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        cfg, outputs = self.cfg, []
+        for i, module in enumerate(self.encoders):
+            ds = cfg.downsampling_factor[i]
+            x = convert_num_channels(x, cfg.encoder_dim[i])
+            mask = None if key_padding_mask is None else key_padding_mask[..., ::ds]
+            x = module(x, chunk_size, attn_mask, mask)
+            outputs.append(x)
+        return self.downsample_output(self.full_dim_output(outputs))
+
+    def full_dim_output(self, outputs: list[torch.Tensor]) -> torch.Tensor:
+        dims = self.cfg.encoder_dim
+        pieces, cur = [outputs[-1]], dims[-1]
+        for i in range(len(dims) - 2, -1, -1):
+            if dims[i] > cur:
+                pieces.append(outputs[i][..., cur:dims[i]])
+                cur = dims[i]
+        return torch.cat(pieces, dim=-1)
+
+
+class ZipformerEncoder(BaseEncoder):
+    """Features (B, T, F) -> hidden states (B, T', max(encoder_dim)), T' = ((T - 7) // 2 + 1)
+    // 2."""
+
+    def __init__(self, cfg: ZipformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.subsampling_rate = cfg.subsampling_rate
+        # Causal checkpoints stream chunk-wise upstream; the slot path is not built here yet,
+        # so every configuration declares "none" (offline, whole utterance) for now.
+        self.streaming_kind = "none"
+        self.embed = Conv2dSubsampling(cfg.feature_dim, cfg.encoder_dim[0],
+                                       cfg.layer1_channels, cfg.layer2_channels,
+                                       cfg.layer3_channels)
+        self.stacks = Zipformer2(cfg)
+
+    @property
+    def output_dim(self) -> int:
+        return self.cfg.output_dim
+
+    def forward(self, features: torch.Tensor, lengths: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        x, lens = self.embed(features, lengths)
+        pad = torch.arange(x.shape[1], device=x.device).unsqueeze(0) >= lens.unsqueeze(1)
+        out = self.stacks(x.transpose(0, 1), pad)
+        return out.transpose(0, 1), torch.div(lens + 1, 2, rounding_mode="floor")
