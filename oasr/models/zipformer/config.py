@@ -26,6 +26,15 @@ class ZipformerConfig:
     layer1_channels: int = 8
     layer2_channels: int = 32
     layer3_channels: int = 128
+    # Heads (icefall's AsrModel): CTC and / or the stateless transducer.
+    vocab_size: int = 500
+    blank_id: int = 0
+    unk_id: int | None = None
+    use_ctc: bool = False
+    use_transducer: bool = True
+    decoder_dim: int = 512
+    joiner_dim: int = 512
+    context_size: int = 2
 
     def __post_init__(self) -> None:
         n = len(self.downsampling_factor)
@@ -39,6 +48,8 @@ class ZipformerConfig:
                 raise ValueError(f"{name} has {len(value)} entries, downsampling_factor {n}")
             setattr(self, name, value)
         self.downsampling_factor = tuple(self.downsampling_factor)
+        if not (self.use_ctc or self.use_transducer):
+            raise ValueError("a Zipformer model needs a CTC or a transducer head")
         if self.output_downsampling_factor != 2:
             raise ValueError("Zipformer2's output downsampling is 2 (icefall asserts it)")
 
