@@ -16,6 +16,7 @@ from oasr.models.registry import (
 # Built-in architectures, imported on first use.
 register_model("oasr.models.whisper:WHISPER", name="whisper")
 register_model("oasr.models.conformer:CONFORMER", name="conformer")
+register_model("oasr.models.zipformer:ZIPFORMER", name="zipformer")
 
 _CONTRACT = ("BaseAsrModel", "BaseDecoder", "BaseEncoder", "Joiner", "TransducerPredictor")
 

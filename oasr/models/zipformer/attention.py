@@ -15,6 +15,7 @@ from torch import nn
 
 from oasr.layers.activation import Tanh
 from oasr.layers.linear import Linear
+from oasr.layers.matmul import bmm
 
 MASKED = -1000.0  # icefall's fill for masked scores (not -inf: a fully masked row stays finite)
 
@@ -34,6 +35,14 @@ def compact_rel_positions(length: int, dim: int, device: torch.device,
     pe[:, 1::2] = (angle * freqs).sin()
     pe[:, -1] = 1.0
     return pe.to(dtype).unsqueeze(0)
+
+
+def matmul4(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(H, B, M, K) @ (H|1, B|1, K, N) -> (H, B, M, N) through the routed ``bmm``."""
+    h, bsz, m, k = a.shape
+    b = b.expand(h, bsz, k, b.shape[-1])
+    return bmm(a.reshape(h * bsz, m, k), b.reshape(h * bsz, k, b.shape[-1])).reshape(
+        h, bsz, m, -1)
 
 
 def rel_shift(scores: torch.Tensor, length: int) -> torch.Tensor:
@@ -66,9 +75,9 @@ class RelPositionAttentionWeights(nn.Module):
         q = x[..., :qd * heads].reshape(t, b, heads, qd).permute(2, 1, 0, 3)
         k = x[..., qd * heads:2 * qd * heads].reshape(t, b, heads, qd).permute(2, 1, 3, 0)
         p = x[..., 2 * qd * heads:].reshape(t, b, heads, pd).permute(2, 1, 0, 3)
-        scores = torch.matmul(q, k)
+        scores = matmul4(q, k)
         pos = self.linear_pos(pos_emb).reshape(-1, pos_emb.shape[1], heads, pd)
-        pos_scores = torch.matmul(p, pos.permute(2, 0, 3, 1))  # (H, B, T, 2T' - 1)
+        pos_scores = matmul4(p, pos.permute(2, 0, 3, 1))  # (H, B, T, 2T' - 1)
         scores = scores + rel_shift(pos_scores, t)
         if attn_mask is not None:
             scores = scores.masked_fill(attn_mask, MASKED)
@@ -89,7 +98,7 @@ class SelfAttention(nn.Module):
         t, b, _ = x.shape
         heads = weights.shape[0]
         v = self.in_proj(x).reshape(t, b, heads, -1).permute(2, 1, 0, 3)
-        y = torch.matmul(weights, v).permute(2, 1, 0, 3).reshape(t, b, -1)
+        y = matmul4(weights, v).permute(2, 1, 0, 3).reshape(t, b, -1)
         return self.out_proj(y)
 
 
@@ -109,5 +118,5 @@ class NonlinAttention(nn.Module):
         x = x * self.tanh(s)
         heads = weights.shape[0]
         x = x.reshape(t, b, heads, -1).permute(2, 1, 0, 3)
-        x = torch.matmul(weights, x).permute(2, 1, 0, 3).reshape(t, b, -1)
+        x = matmul4(weights, x).permute(2, 1, 0, 3).reshape(t, b, -1)
         return self.out_proj(x * y)
