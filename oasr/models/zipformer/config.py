@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -52,6 +54,17 @@ class ZipformerConfig:
             raise ValueError("a Zipformer model needs a CTC or a transducer head")
         if self.output_downsampling_factor != 2:
             raise ValueError("Zipformer2's output downsampling is 2 (icefall asserts it)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ZipformerConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"ZipformerConfig does not have the fields: {', '.join(unknown)}")
+        return cls(**data)
 
     @property
     def output_dim(self) -> int:
