@@ -15,9 +15,9 @@ class ZipformerConfig:
     downsampling_factor: tuple[int, ...] = (1, 2, 4, 8, 4, 2)
     encoder_dim: tuple[int, ...] = (192, 256, 384, 512, 384, 256)
     num_encoder_layers: tuple[int, ...] = (2, 2, 3, 4, 3, 2)
-    query_head_dim: tuple[int, ...] = (32,) * 6
-    pos_head_dim: tuple[int, ...] = (4,) * 6
-    value_head_dim: tuple[int, ...] = (12,) * 6
+    query_head_dim: tuple[int, ...] = (32,)
+    pos_head_dim: tuple[int, ...] = (4,)
+    value_head_dim: tuple[int, ...] = (12,)
     num_heads: tuple[int, ...] = (4, 4, 4, 8, 4, 4)
     feedforward_dim: tuple[int, ...] = (512, 768, 1024, 1536, 1024, 768)
     cnn_module_kernel: tuple[int, ...] = (31, 31, 15, 15, 15, 31)
