@@ -170,9 +170,29 @@ class ZipformerEncoder(BaseEncoder):
     def output_dim(self) -> int:
         return self.cfg.output_dim
 
-    def forward(self, features: torch.Tensor, lengths: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, features: torch.Tensor, lengths: torch.Tensor, chunk_size: int = -1,
+                left_context_frames: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+        """``chunk_size`` > 0 (causal checkpoints): the chunk mask icefall trains and
+        simulates streaming with, ``chunk_size`` subsampled frames per chunk seeing
+        ``left_context_frames`` back (-1: all), and chunk-causal convolutions."""
         x, lens = self.embed(features, lengths)
         pad = torch.arange(x.shape[1], device=x.device).unsqueeze(0) >= lens.unsqueeze(1)
-        out = self.stacks(x.transpose(0, 1), pad)
+        mask = None
+        if chunk_size > 0:
+            if not self.cfg.causal:
+                raise ValueError("chunk_size needs a causal Zipformer checkpoint")
+            mask = chunk_mask(self.cfg, x.shape[1], chunk_size, left_context_frames, x.device)
+        out = self.stacks(x.transpose(0, 1), pad, chunk_size if chunk_size > 0 else -1, mask)
         return out.transpose(0, 1), torch.div(lens + 1, 2, rounding_mode="floor")
+
+
+def chunk_mask(cfg: ZipformerConfig, length: int, chunk_size: int, left_context_frames: int,
+               device: torch.device) -> torch.Tensor:
+    """(T, T) bool, True = masked: frame t sees its own chunk and ``left_context_frames //
+    chunk_size`` chunks back (at least one; all when negative)."""
+    if any(chunk_size % d for d in cfg.downsampling_factor):
+        raise ValueError(f"chunk_size={chunk_size} must divide by every downsampling factor "
+                         f"{cfg.downsampling_factor}")
+    left = 1_000_000 if left_context_frames < 0 else max(1, left_context_frames // chunk_size)
+    c = torch.arange(length, device=device) // chunk_size
+    return (c.unsqueeze(0) > c.unsqueeze(1)) | (c.unsqueeze(0) < c.unsqueeze(1) - left)

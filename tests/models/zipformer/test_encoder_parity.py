@@ -26,7 +26,8 @@ def up():
     return mod
 
 
-def upstream_encoder(up, cfg: ZipformerConfig, seed: int) -> torch.nn.Module:
+def upstream_encoder(up, cfg: ZipformerConfig, seed: int, chunk: int = -1,
+                     left: int = -1) -> torch.nn.Module:
     torch.manual_seed(seed)
     m = torch.nn.Module()
     m.encoder_embed = up.subsampling.Conv2dSubsampling(
@@ -38,7 +39,8 @@ def upstream_encoder(up, cfg: ZipformerConfig, seed: int) -> torch.nn.Module:
         query_head_dim=cfg.query_head_dim, pos_head_dim=cfg.pos_head_dim,
         value_head_dim=cfg.value_head_dim, num_heads=cfg.num_heads,
         feedforward_dim=cfg.feedforward_dim, cnn_module_kernel=cfg.cnn_module_kernel,
-        pos_dim=cfg.pos_dim, dropout=0.0, causal=cfg.causal)
+        pos_dim=cfg.pos_dim, dropout=0.0, causal=cfg.causal, chunk_size=[chunk],
+        left_context_frames=[left])
     with torch.no_grad():  # every parameter random (many start at 0 or 0.5 upstream)
         for p in m.parameters():
             p.add_(torch.randn_like(p) * 0.2)
@@ -77,3 +79,23 @@ def test_encoder_matches_icefall(up, causal, seed):
     for b in range(3):  # compare the valid frames (padding is undefined past a row's end)
         n = int(ref_lens[b])
         torch.testing.assert_close(got[b, :n], ref[b, :n], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("chunk,left", [(8, 16), (4, -1)])
+def test_chunk_masked_causal_encoder_matches_icefall(up, chunk, left):
+    """icefall's simulated streaming: the chunk mask and chunk-causal convolutions."""
+    cfg = ZipformerConfig(**TINY, causal=True)
+    m = upstream_encoder(up, cfg, 2, chunk, left)
+    enc = ours_from(m, cfg)
+    g = torch.Generator().manual_seed(2)
+    feats = torch.randn(2, 81, cfg.feature_dim, generator=g)
+    lens = torch.tensor([81, 64])
+    with torch.no_grad():
+        ref, ref_lens = upstream_forward(m, feats, lens)
+        got, _ = enc(feats, lens, chunk_size=chunk, left_context_frames=left)
+        full, _ = enc(feats, lens)
+    for b in range(2):
+        n = int(ref_lens[b])
+        torch.testing.assert_close(got[b, :n], ref[b, :n], rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(got[0, :int(ref_lens[0])], full[0, :int(ref_lens[0])],
+                              atol=1e-3), "the chunk mask changed nothing"
