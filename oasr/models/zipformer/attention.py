@@ -21,10 +21,11 @@ MASKED = -1000.0  # icefall's fill for masked scores (not -inf: a fully masked r
 
 
 def compact_rel_positions(length: int, dim: int, device: torch.device,
-                          dtype: torch.dtype) -> torch.Tensor:
-    """(1, 2T - 1, dim) encodings of relative positions -(T-1)..(T-1): atan-compressed
-    log-distances, cos/sin at frequencies 1..dim/2, last channel a constant 1 (a bias)."""
-    x = torch.arange(-(length - 1), length, device=device).to(torch.float32).unsqueeze(1)
+                          dtype: torch.dtype, left: int = 0) -> torch.Tensor:
+    """(1, left + 2T - 1, dim) encodings of relative positions -(left+T-1)..(T-1):
+    atan-compressed log-distances, cos/sin at frequencies 1..dim/2, last channel a constant 1
+    (a bias). ``left``: cached frames a streaming chunk also attends to."""
+    x = torch.arange(-(left + length - 1), length, device=device).to(torch.float32).unsqueeze(1)
     freqs = 1 + torch.arange(dim // 2, device=device)
     compression = dim ** 0.5
     compressed = compression * x.sign() * ((x.abs() + compression).log()
@@ -46,8 +47,9 @@ def matmul4(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def rel_shift(scores: torch.Tensor, length: int) -> torch.Tensor:
-    """(H, B, T, 2T - 1) scores over relative positions -> (H, B, T, T), out[i, j] =
-    scores[i, T - 1 - i + j] (the offset j - i)."""
+    """(H, B, T, N) scores over relative positions -> (H, B, T, length), out[i, j] =
+    scores[i, T - 1 - i + j] (offline N = 2T - 1, length = T; streaming N = L + 2T - 1,
+    length = L + T)."""
     h, b, t, n = scores.shape
     rows = torch.arange(t - 1, -1, -1, device=scores.device).unsqueeze(1)
     index = (rows + torch.arange(length, device=scores.device)).expand(h, b, t, length)
@@ -86,6 +88,28 @@ class RelPositionAttentionWeights(nn.Module):
         return scores.softmax(dim=-1)
 
 
+    def streaming_forward(self, x: torch.Tensor, pos_emb: torch.Tensor,
+                          cached_key: torch.Tensor, key_padding_mask: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One chunk (T, B, C) against ``cached_key`` (L, B, H * qd) of the last L frames;
+        ``pos_emb`` (1, L + 2T - 1, pos_dim), ``key_padding_mask`` (B, L + T). Returns the
+        weights (H, B, T, L + T) and the new key cache."""
+        t, b, _ = x.shape
+        heads, qd, pd = self.num_heads, self.query_head_dim, self.pos_head_dim
+        left = cached_key.shape[0]
+        x = self.in_proj(x)
+        q = x[..., :qd * heads].reshape(t, b, heads, qd).permute(2, 1, 0, 3)
+        k = torch.cat([cached_key, x[..., qd * heads:2 * qd * heads]], dim=0)
+        new_key = k[-left:]
+        k = k.reshape(left + t, b, heads, qd).permute(2, 1, 3, 0)
+        p = x[..., 2 * qd * heads:].reshape(t, b, heads, pd).permute(2, 1, 0, 3)
+        scores = matmul4(q, k)
+        pos = self.linear_pos(pos_emb).reshape(-1, pos_emb.shape[1], heads, pd)
+        scores = scores + rel_shift(matmul4(p, pos.permute(2, 0, 3, 1)), left + t)
+        scores = scores.masked_fill(key_padding_mask.unsqueeze(1), MASKED)
+        return scores.softmax(dim=-1), new_key
+
+
 class SelfAttention(nn.Module):
     """Values from ``in_proj``, mixed by precomputed weights, projected back."""
 
@@ -100,6 +124,17 @@ class SelfAttention(nn.Module):
         v = self.in_proj(x).reshape(t, b, heads, -1).permute(2, 1, 0, 3)
         y = matmul4(weights, v).permute(2, 1, 0, 3).reshape(t, b, -1)
         return self.out_proj(y)
+
+    def streaming_forward(self, x: torch.Tensor, weights: torch.Tensor,
+                          cached_val: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cached_val`` (L, B, H * vd): the last L frames' values."""
+        t, b, _ = x.shape
+        heads, left = weights.shape[0], cached_val.shape[0]
+        v = torch.cat([cached_val, self.in_proj(x)], dim=0)
+        new_val = v[-left:]
+        v = v.reshape(left + t, b, heads, -1).permute(2, 1, 0, 3)
+        y = matmul4(weights, v).permute(2, 1, 0, 3).reshape(t, b, -1)
+        return self.out_proj(y), new_val
 
 
 class NonlinAttention(nn.Module):
@@ -120,3 +155,15 @@ class NonlinAttention(nn.Module):
         x = x.reshape(t, b, heads, -1).permute(2, 1, 0, 3)
         x = matmul4(weights, x).permute(2, 1, 0, 3).reshape(t, b, -1)
         return self.out_proj(x * y)
+
+    def streaming_forward(self, x: torch.Tensor, weights: torch.Tensor,
+                          cached_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cached_x`` (1, B, L, hidden): the last L frames' gated inputs."""
+        t, b, _ = x.shape
+        s, x, y = self.in_proj(x).chunk(3, dim=2)
+        x = (x * self.tanh(s)).reshape(t, b, 1, -1).permute(2, 1, 0, 3)
+        left = cached_x.shape[2]
+        x = torch.cat([cached_x, x], dim=2)
+        new_x = x[:, :, -left:]
+        x = matmul4(weights, x).permute(2, 1, 0, 3).reshape(t, b, -1)
+        return self.out_proj(x * y), new_x

@@ -76,6 +76,33 @@ class ZipformerLayer(nn.Module):
         src = src + self.feed_forward3(src)
         return self.bypass(orig, self.norm(src))
 
+    def streaming_forward(self, src: torch.Tensor, pos_emb: torch.Tensor,
+                          states: list[torch.Tensor], key_padding_mask: torch.Tensor
+                          ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One chunk (T, B, C); ``states`` = [key, nonlin, val1, val2, conv1, conv2] caches
+        (``Zipformer2.init_states``); ``key_padding_mask`` (B, L + T) covers the cached
+        frames too."""
+        key, nonlin, val1, val2, conv1, conv2 = states
+        chunk_mask = key_padding_mask[:, key.shape[0]:]
+        orig = src
+        weights, key = self.self_attn_weights.streaming_forward(src, pos_emb, key,
+                                                                key_padding_mask)
+        src = src + self.feed_forward1(src)
+        na, nonlin = self.nonlin_attention.streaming_forward(src, weights[0:1], nonlin)
+        src = src + na
+        att, val1 = self.self_attn1.streaming_forward(src, weights, val1)
+        src = src + att
+        conv, conv1 = self.conv_module1.streaming_forward(src, conv1, chunk_mask)
+        src = src + conv
+        src = src + self.feed_forward2(src)
+        src = self.bypass_mid(orig, src)
+        att, val2 = self.self_attn2.streaming_forward(src, weights, val2)
+        src = src + att
+        conv, conv2 = self.conv_module2.streaming_forward(src, conv2, chunk_mask)
+        src = src + conv
+        src = src + self.feed_forward3(src)
+        return self.bypass(orig, self.norm(src)), [key, nonlin, val1, val2, conv1, conv2]
+
 
 class ZipformerStack(nn.Module):
     """``num_encoder_layers[i]`` layers sharing one relative-position encoding."""
@@ -93,6 +120,18 @@ class ZipformerStack(nn.Module):
         for layer in self.layers:
             src = layer(src, pos_emb, chunk_size, attn_mask, key_padding_mask)
         return src
+
+    def streaming_forward(self, src: torch.Tensor, states: list[torch.Tensor], left: int,
+                          key_padding_mask: torch.Tensor
+                          ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        pos_emb = compact_rel_positions(src.shape[0], self.pos_dim, src.device, src.dtype,
+                                        left)
+        new: list[torch.Tensor] = []
+        for i, layer in enumerate(self.layers):
+            src, layer_states = layer.streaming_forward(src, pos_emb, states[6 * i:6 * i + 6],
+                                                        key_padding_mask)
+            new += layer_states
+        return src, new
 
 
 class DownsampledStack(nn.Module):
@@ -115,6 +154,17 @@ class DownsampledStack(nn.Module):
         out = self.encoder(out, chunk_size // ds if chunk_size > 0 else chunk_size,
                            attn_mask, key_padding_mask)
         return self.out_combiner(src, upsample(out, ds)[:src.shape[0]])
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        return self.encoder.layers
+
+    def streaming_forward(self, src: torch.Tensor, states: list[torch.Tensor], left: int,
+                          key_padding_mask: torch.Tensor
+                          ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        out, states = self.encoder.streaming_forward(self.downsample(src), states, left,
+                                                     key_padding_mask)
+        return self.out_combiner(src, upsample(out, self.factor)[:src.shape[0]]), states
 
 
 class Zipformer2(nn.Module):
@@ -139,6 +189,46 @@ class Zipformer2(nn.Module):
             x = module(x, chunk_size, attn_mask, mask)
             outputs.append(x)
         return self.downsample_output(self.full_dim_output(outputs))
+
+    def init_states(self, batch: int, left_context_frames: int, device: torch.device,
+                    dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
+        """Zeroed caches, six per layer in stack order: key (L, B, H * qd), nonlin
+        (1, B, L, 3C/4), val1 / val2 (L, B, H * vd), conv1 / conv2 (B, kernel // 2, C), with
+        L = left_context_frames // downsampling_factor of the layer's stack."""
+        cfg, states = self.cfg, []
+        for i, module in enumerate(self.encoders):
+            left = left_context_frames // cfg.downsampling_factor[i]
+            dim, heads = cfg.encoder_dim[i], cfg.num_heads[i]
+            for _ in module.layers:
+                def z(*shape: int) -> torch.Tensor:
+                    return torch.zeros(*shape, device=device, dtype=dtype)
+                conv = cfg.cnn_module_kernel[i] // 2
+                states += [z(left, batch, heads * cfg.query_head_dim[i]),
+                           z(1, batch, left, 3 * dim // 4),
+                           z(left, batch, heads * cfg.value_head_dim[i]),
+                           z(left, batch, heads * cfg.value_head_dim[i]),
+                           z(batch, conv, dim), z(batch, conv, dim)]
+        return states
+
+    def streaming_forward(self, x: torch.Tensor, states: list[torch.Tensor],
+                          left_context_frames: int, key_padding_mask: torch.Tensor
+                          ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One chunk (T, B, C_embed) of a causal model -> (ceil(T / 2), B, C_out) and the new
+        caches; ``key_padding_mask`` (B, left_context_frames + T), True where a cached frame
+        does not exist yet or a chunk frame is padding."""
+        cfg, outputs, new = self.cfg, [], []
+        offset = 0
+        for i, module in enumerate(self.encoders):
+            ds = cfg.downsampling_factor[i]
+            n = 6 * len(module.layers)
+            x = convert_num_channels(x, cfg.encoder_dim[i])
+            x, layer_states = module.streaming_forward(
+                x, states[offset:offset + n], left_context_frames // ds,
+                key_padding_mask[..., ::ds])
+            offset += n
+            outputs.append(x)
+            new += layer_states
+        return self.downsample_output(self.full_dim_output(outputs)), new
 
     def full_dim_output(self, outputs: list[torch.Tensor]) -> torch.Tensor:
         dims = self.cfg.encoder_dim

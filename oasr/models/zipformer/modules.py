@@ -57,6 +57,16 @@ class ChunkCausalDepthwiseConv1d(nn.Module):
         xc = self.chunkwise_conv(xc.reshape(b * n, chunk, c)) * self.chunk_scale(chunk).t()
         return xc.reshape(b, n * chunk, c)[:, :t] + causal
 
+    def streaming_forward(self, x: torch.Tensor, cache: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One chunk (B, T, C) after ``cache`` (B, kernel // 2, C), its left context."""
+        t = x.shape[1]
+        x = torch.cat([cache, x], dim=1)
+        new_cache = x[:, -(self.kernel_size // 2):]
+        causal = self.causal_conv(x)
+        xc = self.chunkwise_conv(x[:, self.kernel_size // 2:]) * self.chunk_scale(t).t()
+        return xc + causal, new_cache
+
 
 class ConvolutionModule(nn.Module):
     """in_proj -> x * sigmoid(gate) -> depthwise conv -> out_proj(SwooshR(.))."""
@@ -85,6 +95,17 @@ class ConvolutionModule(nn.Module):
         else:
             x = self.depthwise_conv(x)
         return self.out_proj(swoosh_r(x.transpose(0, 1)))
+
+    def streaming_forward(self, x: torch.Tensor, cache: torch.Tensor,
+                          key_padding_mask: torch.Tensor | None
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A chunk (T, B, C) of a causal module; ``cache`` (B, kernel // 2, C)."""
+        x, s = self.in_proj(x).chunk(2, dim=2)
+        x = (x * self.sigmoid(s)).transpose(0, 1)
+        if key_padding_mask is not None:
+            x = x.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+        x, cache = self.depthwise_conv.streaming_forward(x, cache)
+        return self.out_proj(swoosh_r(x.transpose(0, 1))), cache
 
 
 class Bypass(nn.Module):
