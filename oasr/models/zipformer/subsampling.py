@@ -33,6 +33,19 @@ class ConvNeXt(nn.Module):
         y = self.pointwise_conv2(self.activation(self.pointwise_conv1(self.depthwise_conv(x))))
         return x + y
 
+    def streaming_forward(self, x: torch.Tensor, cache: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, T + pad, F, C): T frames plus ``pad`` of look-ahead; ``cache`` (B, pad, F, C)
+        the frames before. -> (B, T, F, C) and the new cache."""
+        pad = self.padding
+        t = x.shape[1] - pad
+        bypass = x[:, :t]
+        x = torch.cat([cache, x], dim=1)
+        cache = x[:, t:t + pad]
+        # The module pads time too; its outputs pad..pad+t read only real frames.
+        y = self.depthwise_conv(x)[:, pad:pad + t]
+        return bypass + self.pointwise_conv2(self.activation(self.pointwise_conv1(y))), cache
+
 
 class Conv2dSubsampling(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, layer1_channels: int = 8,
@@ -45,7 +58,7 @@ class Conv2dSubsampling(nn.Module):
         self.conv3 = Conv2d(layer2_channels, layer3_channels, 3, stride=(1, 2))
         self.act = SwooshR()
         self.convnext = ConvNeXt(layer3_channels)
-        out_width = (((in_channels - 1) // 2) - 1) // 2
+        self.out_width = out_width = (((in_channels - 1) // 2) - 1) // 2
         self.out = Linear(out_width * layer3_channels, out_channels)
         self.out_norm = BiasNorm(out_channels)
 
@@ -58,3 +71,23 @@ class Conv2dSubsampling(nn.Module):
         # icefall flattens channel-major: (C, F) per frame
         x = self.out_norm(self.out(x.transpose(2, 3).reshape(b, t, c * f)))
         return x, torch.div(lengths - 7, 2, rounding_mode="floor")
+
+    def init_state(self, batch: int, device: torch.device,
+                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The ConvNeXt's zeroed left context: (B, pad, F', C)."""
+        c = self.convnext
+        return torch.zeros(batch, c.padding, self.out_width, c.depthwise_conv.weight.shape[0],
+                           device=device, dtype=dtype)
+
+    def streaming_forward(self, x: torch.Tensor, lengths: torch.Tensor, cache: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A chunk of features (B, T, F) -> (B, (T - 7) // 2 - pad, C), its lengths and the
+        new ConvNeXt cache: the last ``pad`` subsampled frames are the ConvNeXt's look-ahead
+        and come out with the next chunk."""
+        x = self.act(self.conv1(x.unsqueeze(-1)))
+        x = self.act(self.conv3(self.act(self.conv2(x))))
+        x, cache = self.convnext.streaming_forward(x, cache)
+        b, t, f, c = x.shape
+        x = self.out_norm(self.out(x.transpose(2, 3).reshape(b, t, c * f)))
+        pad = self.convnext.padding
+        return x, torch.div(lengths - 7, 2, rounding_mode="floor") - pad, cache

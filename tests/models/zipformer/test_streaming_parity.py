@@ -1,7 +1,7 @@
 """Chunk-wise streaming of a causal Zipformer's stacks against icefall's
 ``Zipformer.streaming_forward``: the same embedded frames fed chunk by chunk, with the caches
 threaded across chunks and icefall's padding mask over cached frames, must give upstream's
-outputs chunk for chunk. (The subsampler's streaming cache is not covered yet.)"""
+outputs chunk for chunk; the subsampler's ConvNeXt cache likewise."""
 
 from __future__ import annotations
 
@@ -54,3 +54,29 @@ def test_chunked_stacks_match_icefall_streaming_forward(up, chunk, left):
             torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
             processed = processed + n
     assert len(our_states) == len(ref_states)
+
+
+def test_subsampler_streaming_matches_icefall(up):
+    from oasr.models.zipformer.encoder import ZipformerEncoder
+
+    cfg = ZipformerConfig(**TINY, causal=True)
+    m = upstream_encoder(up, cfg, 4, 8, 16)
+    enc = ZipformerEncoder(cfg)
+    from oasr.models.zipformer.converters import encoder_state_dict
+
+    enc.load_state_dict(encoder_state_dict(m.state_dict()), strict=True)
+    enc.eval()
+    g = torch.Generator().manual_seed(4)
+    ref_cache = m.encoder_embed.get_init_states(2)
+    cache = enc.embed.init_state(2, torch.device("cpu"))
+    assert cache.shape == ref_cache.permute(0, 2, 3, 1).shape
+    with torch.no_grad():
+        for _ in range(3):  # caches threaded across chunks
+            feats = torch.randn(2, 45, cfg.feature_dim, generator=g)
+            lens = torch.tensor([45, 45])
+            ref, ref_lens, ref_cache = m.encoder_embed.streaming_forward(feats, lens, ref_cache)
+            got, got_lens, cache = enc.embed.streaming_forward(feats, lens, cache)
+            assert torch.equal(got_lens, ref_lens)
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(cache, ref_cache.permute(0, 2, 3, 1), rtol=1e-4,
+                                       atol=1e-4)
