@@ -86,10 +86,35 @@ def tiny_qwen2_audio() -> tuple[Any, Exercise]:
     return cfg, exercise
 
 
+def tiny_zipformer() -> tuple[Any, Exercise]:
+    from oasr.models.zipformer.config import ZipformerConfig
+
+    cfg = ZipformerConfig(
+        feature_dim=20, downsampling_factor=(1, 2), encoder_dim=(16, 24),
+        num_encoder_layers=1, query_head_dim=8, pos_head_dim=4, value_head_dim=4, num_heads=2,
+        feedforward_dim=32, cnn_module_kernel=5, pos_dim=16, layer1_channels=4,
+        layer2_channels=8, layer3_channels=16, vocab_size=12, use_ctc=True,
+        decoder_dim=16, joiner_dim=16,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 41, cfg.feature_dim)
+        lens = torch.tensor([41, 30])
+        model.forward_offline(feats, lens)
+        hidden, _ = model.encode_offline(feats, lens)
+        state = model.predictor.init_state(2, hidden.device)
+        dec = model.joiner.project_decoder(model.predictor.predict(state))
+        return model.joiner(model.joiner.project_encoder(hidden[:, 0]), dec)
+
+    return cfg, exercise
+
+
 TINY_CONFIGS: dict[str, Callable[[], tuple[Any, Exercise]]] = {
     "whisper": tiny_whisper,
     "conformer": tiny_conformer,
     "qwen2_audio": tiny_qwen2_audio,
+    # zipformer (issue 18)
+    "zipformer": tiny_zipformer,
 }
 
 
