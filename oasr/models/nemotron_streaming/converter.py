@@ -9,6 +9,7 @@ Parakeet's log-mel without normalisation (``preprocessor_config.json``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
 __all__ = ["HfNemotronStreamingConverter"]
 
 _MODEL_TYPE = "nemotron_asr_streaming"
-_STAGE = re.compile(r"^encoder\.subsampling\.layers\.(\d+)\.(depthwise|pointwise)_conv\.(weight|bias)$")
+_STAGE = re.compile(r"^encoder\.subsampling\.layers\.(\d+)\.(depthwise|pointwise)_conv\."
+                    r"(weight|bias)$")
 
 
 def _map_subsampling(name: str) -> str | None:
@@ -108,10 +110,8 @@ class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
         return out
 
     def build_feature_config(self, config: NemotronStreamingConfig) -> FeatureConfig:
-        feats = parakeet.parakeet_logmel_features(config.num_mel_bins, getattr(self, "_pre", None))
+        feats = parakeet.parakeet_logmel_features(config.num_mel_bins,
+                                                  getattr(self, "_pre", None))
         params: dict[str, Any] = dict(feats.params)
         params["normalize"] = "none"
-        return FeatureConfig(feats.kind, sample_rate=feats.sample_rate,
-                             num_mel_bins=feats.num_mel_bins,
-                             frame_shift_ms=feats.frame_shift_ms,
-                             frame_length_ms=feats.frame_length_ms, params=params)
+        return dataclasses.replace(feats, params=params)

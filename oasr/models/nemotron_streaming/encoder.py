@@ -23,8 +23,8 @@ from torch import nn
 
 from oasr.layers.activation import glu
 from oasr.layers.conv import DepthwiseConv1d
-from oasr.layers.linear import PointwiseConv1d
 from oasr.layers.ffn import FeedForward
+from oasr.layers.linear import PointwiseConv1d
 from oasr.layers.matmul import bmm
 from oasr.layers.norm import LayerNorm
 from oasr.models.base import BaseEncoder
