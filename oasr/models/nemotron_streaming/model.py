@@ -8,6 +8,8 @@ the frames as they come.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from oasr.models.fastconformer.transducer import FastConformerRnnt
@@ -28,6 +30,14 @@ class NemotronStreamingRnnt(FastConformerRnnt):
             raise TypeError(f"NemotronStreamingRnnt needs a NemotronStreamingConfig, got "
                             f"{type(cfg).__name__}")
         super().__init__(cfg)
+
+    def encoder_options(self) -> dict[str, Any]:
+        """The attention context the encoder runs with. These checkpoints carry no prompt or
+        language conditioning, so a ``language`` request is refused at admission by the
+        ``transducer`` family (it acts on no selective option)."""
+        cfg = self.config
+        return {"lookahead": cfg.lookahead, "left_context": cfg.left_context,
+                "lookaheads": list(cfg.lookaheads)}
 
     def encode_offline(self, features: torch.Tensor, lengths: torch.Tensor,
                        lookahead: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
