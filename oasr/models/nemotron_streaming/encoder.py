@@ -37,9 +37,9 @@ __all__ = ["EncoderCache", "NemotronStreamingEncoder", "chunked_limited_mask"]
 
 def chunked_limited_mask(queries: torch.Tensor, keys: torch.Tensor, chunk: int,
                          left_chunks: int) -> torch.Tensor:
-    """(Tq, Tk) bool from absolute frame indices: key in the query's chunk or the
-    ``left_chunks`` chunks before it."""
-    diff = (queries // chunk)[:, None] - (keys // chunk)[None, :]
+    """(..., Tq, Tk) bool from absolute frame indices (..., Tq) and (..., Tk): key in the
+    query's chunk or the ``left_chunks`` chunks before it."""
+    diff = (queries // chunk)[..., :, None] - (keys // chunk)[..., None, :]
     return (diff >= 0) & (diff <= left_chunks)
 
 
@@ -154,13 +154,16 @@ class NemotronStreamingEncoder(BaseEncoder):
     """Features (B, T, F) + lengths (B,) -> hidden (B, T', d_model) + lengths (B,); or, chunk
     by chunk, ``forward_chunk(feats, cache)``."""
 
-    streaming_kind = "none"
+    streaming_kind = "stateful"
 
     def __init__(self, cfg: NemotronStreamingConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.subsampling_rate = cfg.subsampling_factor
-        self.right_context = cfg.lookahead
+        # input frames past a chunk's last output frame that it reads
+        self.right_context = cfg.subsampling_factor * cfg.lookahead
+        self.streaming_chunk_frames = cfg.chunk_frames
+        self.streaming_window_frames = cfg.left_context
         self.subsampling = CausalSubsampling(cfg)
         self.scale = math.sqrt(cfg.d_model) if cfg.xscale else 1.0
         self.layers = nn.ModuleList(NemotronStreamingBlock(cfg) for _ in range(cfg.layers))
@@ -217,3 +220,74 @@ class NemotronStreamingEncoder(BaseEncoder):
             values.append(v[:, :, v.shape[2] - min(keep, v.shape[2]):])
             conv.append(c)
         return x, EncoderCache(sub, keys, values, conv, cache.frames + tq)
+
+    # -- the list-state API (the ``stateful`` runtime) ----------------------------------------
+    # [subsampling stage caches..., keys per layer, values per layer, conv per layer, frames],
+    # every tensor batch-first and fixed-extent so a cohort stacks on dim 0: a stage keeps its
+    # last ``k - 1`` input frames (a later chunk reads the last ``k - s``), K/V the last
+    # ``left_context`` frames (those before a stream's first frame are masked out), ``frames``
+    # (B,) the encoder frames a stream has produced (0: its next chunk is its first).
+
+    def get_streaming_init_states(self, batch_size: int = 1,
+                                  device: torch.device | str | None = None
+                                  ) -> list[torch.Tensor]:
+        p = next(self.parameters())
+        device = p.device if device is None else torch.device(device)
+        cache = self.init_cache(batch_size, device, p.dtype)
+        h, d = self.cfg.heads, self.cfg.d_model // self.cfg.heads
+        kv = torch.zeros(batch_size, h, self.cfg.left_context, d, device=device, dtype=p.dtype)
+        n = len(self.layers)
+        return [*cache.subsampling, *[kv.clone() for _ in range(2 * n)], *cache.conv,
+                torch.zeros(batch_size, dtype=torch.int64, device=device)]
+
+    def streaming_forward(self, x: torch.Tensor, x_lens: torch.Tensor,
+                          states: list[torch.Tensor]
+                          ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """One chunk per row: ``first_chunk_features`` frames for a row whose ``frames`` is 0,
+        ``chunk_features`` after (pad a last short chunk with zero frames) -> (B, chunk, C),
+        (B,) lengths and the new states."""
+        cfg, n = self.cfg, len(self.layers)
+        stages = len(states) - 3 * n - 1
+        sub, frames = states[:stages], states[-1]
+        keys, values = states[stages:stages + n], states[stages + n:stages + 2 * n]
+        conv = states[stages + 2 * n:stages + 3 * n]
+        first = frames == 0
+        need = torch.where(first, cfg.first_chunk_features(), cfg.chunk_features())
+        lens = x_lens.to(need.device)
+        if bool((lens != need).any()):
+            raise ValueError(
+                f"nemotron_streaming chunks are {cfg.first_chunk_features()} feature frames "
+                f"first, then {cfg.chunk_features()} (lookahead={cfg.lookahead}); got "
+                f"{lens.tolist()} for rows at encoder frames {frames.tolist()}: pad a last "
+                "short chunk with zero frames")
+        b, tq = x.shape[0], cfg.chunk_frames
+        k, s = self.subsampling.kernel, self.subsampling.stride
+        h = x.new_zeros(b, tq, cfg.d_model)
+        new_sub = [torch.empty_like(c) for c in sub]
+        for rows, is_first in ((first, True), (~first, False)):
+            idx = rows.nonzero().flatten()
+            if not idx.numel():
+                continue
+            width = cfg.first_chunk_features() if is_first else cfg.chunk_features()
+            # a stage keeps k - 1 frames; a later chunk reads the last k - s of them
+            used = [c[idx] if is_first else c[idx, s - 1:] for c in sub]
+            y, kept = self.subsampling.forward_chunk(x[idx, :width], used, keep=k - 1)
+            h[idx] = y
+            for i, c in enumerate(kept):
+                new_sub[i][idx] = c
+        if self.scale != 1.0:
+            h = h * self.scale
+        lc = cfg.left_context
+        q_idx = frames[:, None] + torch.arange(tq, device=frames.device)
+        k_idx = frames[:, None] - lc + torch.arange(lc + tq, device=frames.device)
+        chunk, left_chunks = self._context(None)
+        mask = (chunked_limited_mask(q_idx, k_idx, chunk, left_chunks)
+                & (k_idx >= 0)[:, None, :])[:, None]
+        new_k, new_v, new_conv = [], [], []
+        for i, layer in enumerate(self.layers):
+            h, kk, vv, cc = layer(h, mask, None, keys[i], values[i], conv[i])
+            new_k.append(kk[:, :, kk.shape[2] - lc:])
+            new_v.append(vv[:, :, vv.shape[2] - lc:])
+            new_conv.append(cc)
+        out_lens = torch.full((b,), tq, dtype=torch.int64, device=h.device)
+        return h, out_lens, [*new_sub, *new_k, *new_v, *new_conv, frames + tq]

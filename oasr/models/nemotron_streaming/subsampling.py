@@ -81,17 +81,20 @@ class CausalSubsampling(nn.Module):
             chans = conv.out_channels
         return caches
 
-    def forward_chunk(self, feats: torch.Tensor, cache: list[torch.Tensor]
-                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """One chunk: feats (B, T, F) and ``cache`` -> (B, T', d_model) and the new cache."""
+    def forward_chunk(self, feats: torch.Tensor, cache: list[torch.Tensor],
+                      keep: int | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One chunk: feats (B, T, F) and ``cache`` -> (B, T', d_model) and the new cache: the
+        last ``keep`` input frames of each stage (default ``k - s``, what the next chunk
+        reads)."""
         k, s = self.kernel, self.stride
+        keep = k - s if keep is None else keep
         x = feats.unsqueeze(-1)
         new_cache, stage = [], 0
         for i, conv in enumerate(self.convs):
             if self._strided(i):
                 x = self._bin_pad(x)
                 x = torch.cat([cache[stage], x], dim=1)
-                new_cache.append(x[:, -(k - s):] if k > s else x[:, :0])
+                new_cache.append(x[:, x.shape[1] - keep:])
                 stage += 1
             x = conv(x)
             if i % 2 == 0:

@@ -111,3 +111,67 @@ def test_streamed_tokens_match_streaming_generate(folder) -> None:
     expected = hf_hypotheses(out, n, BLANK)
     assert expected[0][0]
     assert [(h.tokens, h.frames) for h in hyps] == expected
+
+
+def test_stateful_runtime_matches_reference_streaming(folder) -> None:
+    """Three streams through the ``stateful`` runtime, started at different steps (cohorts mix
+    first and later chunks): each stream's frames equal the reference's streaming encoder
+    (batch 1) and its greedy tokens the reference's streaming ``generate``."""
+    from transformers import DynamicCache
+
+    from oasr.engine.streaming_backend import build_streaming_backend
+
+    path, hf = folder
+    ours = build_model_from_checkpoint(path).eval()
+    assert ours.encoder.streaming_kind == "stateful"
+    backend = build_streaming_backend(ours)
+    torch.manual_seed(4)
+    streams = {i: _chunks(torch.randn(1, n, 16), LOOKAHEAD)
+               for i, n in enumerate([297, 217, 153])}
+    start = {0: 0, 1: 2, 2: 5}
+    got: dict[int, list[torch.Tensor]] = {i: [] for i in streams}
+    with torch.no_grad():
+        for step in range(40):
+            cohort = [i for i in streams
+                      if start[i] <= step < start[i] + len(streams[i])]
+            if not cohort:
+                continue
+            for i in cohort:
+                if step == start[i]:
+                    backend.allocate(i)
+            chunks = [streams[i][step - start[i]][0] for i in cohort]
+            width = max(c.shape[0] for c in chunks)
+            x = torch.zeros(len(cohort), width, 16)
+            for r, c in enumerate(chunks):
+                x[r, :c.shape[0]] = c
+            lens = torch.tensor([c.shape[0] for c in chunks])
+            out, out_lens = backend.forward_step(cohort, x, lens)
+            for r, i in enumerate(cohort):
+                got[i].append(out[r:r + 1, :int(out_lens[r])])
+                if step - start[i] == len(streams[i]) - 1:
+                    backend.free(i)
+        for i, chunks in streams.items():
+            cache, padding, ref = DynamicCache(config=hf.config.encoder_config), None, []
+            for c in chunks:
+                o = hf.encoder(input_features=c, cache=cache, padding_cache=padding,
+                               use_cache=True, num_lookahead_tokens=LOOKAHEAD)
+                cache, padding = o.cache, o.padding_cache
+                ref.append(o.last_hidden_state)
+            hidden = torch.cat(got[i], 1)
+            torch.testing.assert_close(hidden, torch.cat(ref, 1), atol=2e-5, rtol=1e-4)
+            out = hf.generate(input_features=(c for c in chunks), decoder_start_token_id=BLANK,
+                              num_lookahead_tokens=LOOKAHEAD)
+            n = torch.tensor([hidden.shape[1]])
+            hyps = greedy_search(ours.predictor, ours.joiner, hidden, n,
+                                 max_sym_per_frame=ours.config.max_symbols_per_step)
+            assert [(h.tokens, h.frames) for h in hyps] == hf_hypotheses(out, n, BLANK)
+
+
+def test_stateful_runtime_refuses_a_wrong_chunk(folder) -> None:
+    from oasr.engine.streaming_backend import build_streaming_backend
+
+    path, _ = folder
+    backend = build_streaming_backend(build_model_from_checkpoint(path).eval())
+    backend.allocate(0)
+    with pytest.raises(ValueError, match="feature frames first"):
+        backend.forward_step([0], torch.zeros(1, 16, 16), torch.tensor([16]))
