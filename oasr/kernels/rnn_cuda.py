@@ -12,6 +12,7 @@ the gap ``cuda-toolchain``.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from functools import lru_cache
 
 import torch
@@ -47,21 +48,21 @@ def supports(x: torch.Tensor, *rest: object) -> bool:
     return 1 <= weights[0][1].shape[1] <= MAX_HIDDEN
 
 
-_W_CACHE: dict[tuple[int, int, int], torch.Tensor] = {}
+# parameter -> (its version, the transposed fp32 copy); weak keys, so a freed parameter's
+# entry goes with it (an address can be reused by another module's weights)
+_W_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _w_hh_t(w_hh: torch.Tensor) -> torch.Tensor:
-    """W_hh as fp32 (H, G*H), cached per parameter version (a decoder calls a layer once per
-    emitted token; the transpose is not redone each time)."""
+    """W_hh as fp32 (H, G*H), cached per parameter and version (a decoder calls a layer once
+    per emitted token; the transpose is not redone each time)."""
     # inference tensors (weights loaded under inference_mode) carry no version counter
     version = -1 if w_hh.is_inference() else w_hh._version
-    key = (w_hh.data_ptr(), version, w_hh.shape[0])
-    t = _W_CACHE.get(key)
-    if t is None:
-        if len(_W_CACHE) > 64:
-            _W_CACHE.clear()
-        t = w_hh.detach().float().t().contiguous()
-        _W_CACHE[key] = t
+    hit = _W_CACHE.get(w_hh)
+    if hit is not None and hit[0] == version:
+        return hit[1]
+    t = w_hh.detach().float().t().contiguous()
+    _W_CACHE[w_hh] = (version, t)
     return t
 
 

@@ -61,6 +61,21 @@ CAPABILITIES: dict[str, Capability] = {
         config__timestamp_begin="the first timestamp id (None: no timestamp mode)",
         config__alignment_heads="cross-attention heads word timings align with (may be empty)",
     ),
+    # Speech LLM (Qwen2-Audio): audio embeddings spliced into a ChatML prompt, then the
+    # incremental AR protocol over the causal LM.
+    "llm": _cap(
+        "llm",
+        encode_offline="features -> (audio embeddings in the LM's space, their lengths)",
+        decoder__embed="prompt ids -> embeddings (the audio is spliced among them)",
+        decoder__prefill_embeds="a left-padded embedded prompt -> next-token logits + KV",
+        decoder__step="one batched LM step over the row-indexed KV cache",
+        decoder__select="index_select rows of the KV state (retirement)",
+        config__render_prompt="the ChatML text around the audio for an instruction",
+        config__audio_token_id="the <|AUDIO|> id the audio placeholder expands to",
+        config__eos_token_ids="every id that ends the assistant's turn",
+        config__pad_token_id="left padding (never attended)",
+        config__max_position_embeddings="positions a row may use",
+    ),
     # Frame-synchronous CTC: encoder and head fused into log-probs.
     "ctc": _cap(
         "ctc",

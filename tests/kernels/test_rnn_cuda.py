@@ -143,3 +143,19 @@ def test_stepwise_calls_equal_one_call() -> None:
         ys.append(y)
     _close(torch.cat(ys, 1), y_all, torch.float32)
     _close(state[0], h_all, torch.float32)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_new_weights_at_a_reused_address_are_not_served_stale() -> None:
+    """A module freed and another allocated at the same address (the caching allocator reuses
+    it) must be computed with its own weights, as must weights changed in place."""
+    x = torch.randn(2, 30, 16, device="cuda")
+    for seed in range(3):
+        torch.manual_seed(seed)
+        mod = LSTM(16, 32).cuda()
+        _close(mod(x)[0], mod.forward_native(x)[0], torch.float32)
+        with torch.no_grad():
+            mod.weight_hh_l0.mul_(0.5)
+        _close(mod(x)[0], mod.forward_native(x)[0], torch.float32)
+        del mod

@@ -61,9 +61,35 @@ def tiny_conformer() -> tuple[Any, Exercise]:
     return cfg, exercise
 
 
+def tiny_qwen2_audio() -> tuple[Any, Exercise]:
+    from oasr.models.qwen2_audio.config import Qwen2AudioConfig
+
+    cfg = Qwen2AudioConfig(
+        n_mels=16, audio_d_model=32, audio_layers=1, audio_heads=2, audio_ffn_dim=48,
+        max_source_positions=10, vocab_size=64, hidden_size=32, intermediate_size=48,
+        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=64, audio_token_id=60, eos_token_ids=[61, 62], pad_token_id=61,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 2 * cfg.max_source_positions, cfg.n_mels)
+        audio, lens = model.encode_offline(feats, torch.tensor([20, 12]))
+        ids = torch.tensor([[61, 1, 60, 60, 2], [1, 60, 60, 60, 2]])
+        starts = torch.tensor([1, 0])
+        embeds = model.decoder.embed(ids)
+        logits, state = model.decoder.prefill_embeds(embeds, starts, capacity=8)
+        logits = model.decoder.step(logits.argmax(-1), state)
+        state = model.decoder.select(state, torch.tensor([1]))
+        model.decoder.step(logits[1:].argmax(-1), state)
+        return model.decoder.forced_logits(embeds, starts), audio, lens
+
+    return cfg, exercise
+
+
 TINY_CONFIGS: dict[str, Callable[[], tuple[Any, Exercise]]] = {
     "whisper": tiny_whisper,
     "conformer": tiny_conformer,
+    "qwen2_audio": tiny_qwen2_audio,
 }
 
 
