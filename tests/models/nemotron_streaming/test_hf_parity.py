@@ -180,3 +180,30 @@ def test_stateful_runtime_refuses_a_wrong_chunk(folder) -> None:
     backend.allocate(0)
     with pytest.raises(ValueError, match="feature frames first"):
         backend.forward_step([0], torch.zeros(1, 16, 16), torch.tensor([16]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_stateful_runtime_matches_reference(folder) -> None:
+    from transformers import DynamicCache
+
+    from oasr.engine.streaming_backend import build_streaming_backend
+
+    path, hf = folder
+    hf = hf.cuda()
+    ours = build_model_from_checkpoint(path).eval().cuda()
+    backend = build_streaming_backend(ours, device="cuda")
+    backend.allocate(0)
+    torch.manual_seed(5)
+    chunks = _chunks(torch.randn(1, 297, 16, device="cuda"), LOOKAHEAD)
+    ref, got = [], []
+    with torch.no_grad():
+        cache, padding = DynamicCache(config=hf.config.encoder_config), None
+        for c in chunks:
+            o = hf.encoder(input_features=c, cache=cache, padding_cache=padding,
+                           use_cache=True, num_lookahead_tokens=LOOKAHEAD)
+            cache, padding = o.cache, o.padding_cache
+            ref.append(o.last_hidden_state)
+            out, lens = backend.forward_step([0], c, torch.tensor([c.shape[1]], device="cuda"))
+            got.append(out[:, :int(lens[0])])
+    torch.testing.assert_close(torch.cat(got, 1), torch.cat(ref, 1), atol=1e-4, rtol=1e-3)
