@@ -63,6 +63,12 @@ class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
             raise ValueError(f"{path}/config.json: encoder_config.subsampling_conv_stride="
                              f"{enc['subsampling_conv_stride']} (only 2 is implemented)")
         vocab = int(cfg.get("vocab_size", 1025))
+        # the trained right contexts live on the processor (transformers' default otherwise)
+        proc = read_json(path / "processor_config.json") or {}
+        lookaheads = proc.get("supported_num_lookahead_tokens") or [13, 6, 1, 0]
+        default = int(enc.get("default_num_lookahead_tokens", lookaheads[0]))
+        if default not in lookaheads:
+            lookaheads = [default, *lookaheads]
         return NemotronStreamingConfig(
             num_mel_bins=int(enc.get("num_mel_bins", 80)),
             d_model=int(enc.get("hidden_size", 1024)),
@@ -85,7 +91,8 @@ class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
             joint_activation=str(cfg.get("hidden_act", "relu")),
             max_symbols_per_step=int(cfg.get("max_symbols_per_step", 10)),
             left_context=int(enc.get("sliding_window", 71)) - 1,
-            lookahead=int(enc.get("default_num_lookahead_tokens", 13)),
+            lookahead=default,
+            lookaheads=tuple(int(r) for r in lookaheads),
         )
 
     def expected_shapes(self, config: NemotronStreamingConfig) -> dict[str, tuple[int, ...]]:

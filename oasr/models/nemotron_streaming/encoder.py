@@ -168,6 +168,25 @@ class NemotronStreamingEncoder(BaseEncoder):
         self.scale = math.sqrt(cfg.d_model) if cfg.xscale else 1.0
         self.layers = nn.ModuleList(NemotronStreamingBlock(cfg) for _ in range(cfg.layers))
 
+    def configure_streaming(self, chunk_frames: int | None = None,
+                            left_chunks: int | None = None) -> None:
+        """Pick one of the checkpoint's trained right contexts: ``chunk_frames = lookahead + 1``
+        (offline and streaming both follow it). The left context is the checkpoint's, so
+        ``left_chunks`` may only restate ``left_context // chunk_frames``."""
+        cfg = self.cfg
+        r = cfg.lookahead if chunk_frames is None else int(chunk_frames) - 1
+        if r not in cfg.lookaheads:
+            raise ValueError(f"chunk of {r + 1} frames (lookahead {r}): this checkpoint was "
+                             f"trained with lookaheads {list(cfg.lookaheads)}, chunks of "
+                             f"{[x + 1 for x in cfg.lookaheads]} frames")
+        if left_chunks is not None and left_chunks != cfg.left_context // (r + 1):
+            raise ValueError(f"left_chunks={left_chunks}: the left context is the checkpoint's "
+                             f"{cfg.left_context} frames ({cfg.left_context // (r + 1)} chunks "
+                             f"of {r + 1})")
+        cfg.lookahead = r
+        self.right_context = cfg.subsampling_factor * r
+        self.streaming_chunk_frames = r + 1
+
     def _context(self, lookahead: int | None) -> tuple[int, int]:
         r = self.cfg.lookahead if lookahead is None else int(lookahead)
         if r < 0:

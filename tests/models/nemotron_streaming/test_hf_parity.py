@@ -207,3 +207,22 @@ def test_cuda_stateful_runtime_matches_reference(folder) -> None:
             out, lens = backend.forward_step([0], c, torch.tensor([c.shape[1]], device="cuda"))
             got.append(out[:, :int(lens[0])])
     torch.testing.assert_close(torch.cat(got, 1), torch.cat(ref, 1), atol=1e-4, rtol=1e-3)
+
+
+def test_configure_streaming_picks_a_trained_lookahead(folder) -> None:
+    path, hf = folder
+    ours = build_model_from_checkpoint(path).eval()
+    enc = ours.encoder
+    with pytest.raises(ValueError, match="trained with lookaheads"):
+        enc.configure_streaming(chunk_frames=3)
+    with pytest.raises(ValueError, match="left context"):
+        enc.configure_streaming(chunk_frames=1, left_chunks=2)
+    enc.configure_streaming(chunk_frames=1, left_chunks=6)  # lookahead 0
+    assert enc.streaming_chunk_frames == 1 and ours.config.first_chunk_features() == 1
+    torch.manual_seed(6)
+    feats = torch.randn(1, 120, 16)
+    with torch.no_grad():
+        ref = hf.encoder(feats, attention_mask=torch.ones(1, 120, dtype=torch.long),
+                         num_lookahead_tokens=0).last_hidden_state
+        hidden, _ = ours.encode_offline(feats, torch.tensor([120]))
+    torch.testing.assert_close(hidden, ref, atol=2e-5, rtol=1e-4)
