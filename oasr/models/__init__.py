@@ -22,6 +22,7 @@ register_model("oasr.models.fastconformer:PARAKEET_CTC", name="parakeet_ctc")
 register_model("oasr.models.fastconformer:PARAKEET_RNNT", name="parakeet_rnnt")
 register_model("oasr.models.fastconformer:PARAKEET_TDT", name="parakeet_tdt")
 register_model("oasr.models.zipformer:ZIPFORMER", name="zipformer")
+register_model("oasr.models.nemotron_streaming:NEMOTRON_STREAMING", name="nemotron_streaming")
 
 _CONTRACT = ("BaseAsrModel", "BaseDecoder", "BaseEncoder", "Joiner", "TransducerPredictor")
 

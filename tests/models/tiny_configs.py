@@ -161,3 +161,29 @@ def _tiny_fastconformer(head: str) -> tuple[Any, Exercise]:
 TINY_CONFIGS["parakeet_ctc"] = lambda: _tiny_fastconformer("ctc")
 TINY_CONFIGS["parakeet_rnnt"] = lambda: _tiny_fastconformer("rnnt")
 TINY_CONFIGS["parakeet_tdt"] = lambda: _tiny_fastconformer("tdt")
+
+
+# -- Nemotron streaming (cache-aware FastConformer RNN-T) ------------------------------------
+def _tiny_nemotron_streaming() -> tuple[Any, Exercise]:
+    from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
+
+    cfg = NemotronStreamingConfig(
+        num_mel_bins=16, d_model=16, layers=1, heads=2, ff_dim=24, conv_kernel=3,
+        subsampling_channels=4, vocab_size=12, blank_id=11, pred_hidden=8, pred_layers=1,
+        left_context=4, lookahead=1,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        from oasr.engine.decode.transducer_search import greedy_search
+
+        feats = torch.randn(2, 41, cfg.num_mel_bins)
+        hidden, hidden_lens = model.encode_offline(feats, torch.tensor([41, 25]))
+        state = model.init_stream_cache(1)
+        first, state = model.encode_chunk(feats[:1, :cfg.first_chunk_features()], state)
+        return (greedy_search(model.predictor, model.joiner, hidden, hidden_lens,
+                              max_sym_per_frame=2), first)
+
+    return cfg, exercise
+
+
+TINY_CONFIGS["nemotron_streaming"] = _tiny_nemotron_streaming
