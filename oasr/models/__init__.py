@@ -16,6 +16,8 @@ from oasr.models.registry import (
 # Built-in architectures, imported on first use.
 register_model("oasr.models.whisper:WHISPER", name="whisper")
 register_model("oasr.models.conformer:CONFORMER", name="conformer")
+# paraformer (issue 20)
+register_model("oasr.models.paraformer:PARAFORMER", name="paraformer")
 
 _CONTRACT = ("BaseAsrModel", "BaseDecoder", "BaseEncoder", "Joiner", "TransducerPredictor")
 

@@ -75,6 +75,14 @@ CAPABILITIES: dict[str, Capability] = {
         attention_scores="one batched teacher-forced pass scoring every row's n-best",
         config__blank_id="the CTC blank's id (no default: a wrong blank decodes garbage)",
     ),
+    # Paraformer: one-shot non-autoregressive, CIF predictor then one decoder pass.
+    "paraformer": _cap(
+        "paraformer",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predict="hidden states -> CIF acoustic embeddings, token counts, alphas, fire frames",
+        nar_decode="acoustic embeddings + encoder memory -> logits (B, K, V) in one pass",
+        config__blank_id="ids dropped from the argmax output (with sos_id / eos_id)",
+    ),
 }
 
 
