@@ -19,6 +19,8 @@ DECODE_STRATEGIES.register("ctc", "oasr.engine.decode.ctc:CtcDecodeStrategy")
 DECODE_STRATEGIES.register(
     "ctc_aed_rescoring", "oasr.engine.decode.ctc_aed_rescoring:CtcAedRescoringStrategy"
 )
+# paraformer (issue 20)
+DECODE_STRATEGIES.register("paraformer", "oasr.engine.decode.paraformer:ParaformerDecodeStrategy")
 
 
 def register_decode_strategy(name: str):

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from oasr.layers import Conv1d, Linear
+from oasr.layers.matmul import bmm
 from oasr.models.paraformer.config import ParaformerConfig
 
 __all__ = ["CifOutput", "CifPredictor", "integrate_and_fire"]
@@ -44,7 +45,7 @@ def integrate_and_fire(hidden: torch.Tensor, alphas: torch.Tensor,
     fires = torch.floor(c.float()) > torch.floor(prev.float())
     k = torch.arange(num_tokens, device=hidden.device, dtype=torch.float64)[None, :, None]
     w = (torch.minimum(c[:, None, :], k + 1) - torch.maximum(prev[:, None, :], k)).clamp_min(0)
-    embeds = torch.bmm(w.to(hidden.dtype), hidden)
+    embeds = bmm(w.to(hidden.dtype), hidden)
     return embeds, fires
 
 

@@ -7,12 +7,11 @@ import pytest
 import soundfile as sf
 import torch
 
-from tests.helpers.data import SHARED_DATA
-from tests.models.paraformer.funasr_folder import funasr_frontend, write_folder
-
 from oasr.features.kaldi import fbank
 from oasr.features.lfr import apply_lfr_batch
 from oasr.models.registry import build_model_from_checkpoint, detect_converter
+from tests.helpers.data import SHARED_DATA
+from tests.models.paraformer.funasr_folder import funasr_frontend, write_folder
 
 CLIPS = SHARED_DATA / "librispeech-test-other-70" / "audio"
 UTTERANCES = ("1688-142285-0003", "1688-142285-0007")
