@@ -105,6 +105,10 @@ def tiny_zipformer() -> tuple[Any, Exercise]:
         state = model.predictor.init_state(2, hidden.device)
         dec = model.joiner.project_decoder(model.predictor.predict(state))
         return model.joiner(model.joiner.project_encoder(hidden[:, 0]), dec)
+
+    return cfg, exercise
+
+
 # -- paraformer (issue 20) -----------------------------------------------------------------
 def tiny_paraformer() -> tuple[Any, Exercise]:
     from oasr.models.paraformer.config import ParaformerConfig
