@@ -109,12 +109,32 @@ def tiny_zipformer() -> tuple[Any, Exercise]:
     return cfg, exercise
 
 
+# -- paraformer (issue 20) -----------------------------------------------------------------
+def tiny_paraformer() -> tuple[Any, Exercise]:
+    from oasr.models.paraformer.config import ParaformerConfig
+
+    cfg = ParaformerConfig(
+        input_dim=16, vocab_size=12, d_model=16, encoder_layers=2, encoder_heads=2,
+        encoder_linear_units=24, encoder_kernel_size=3, decoder_layers=2, decoder_att_layers=1,
+        decoder_heads=2, decoder_linear_units=24, decoder_kernel_size=3,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 13, cfg.input_dim)
+        hidden, lens = model.encode_offline(feats, torch.tensor([13, 9]))
+        cif = model.predict(hidden, lens)
+        return model.nar_decode(cif, hidden, lens)
+
+    return cfg, exercise
+
+
 TINY_CONFIGS: dict[str, Callable[[], tuple[Any, Exercise]]] = {
     "whisper": tiny_whisper,
     "conformer": tiny_conformer,
     "qwen2_audio": tiny_qwen2_audio,
     # zipformer (issue 18)
     "zipformer": tiny_zipformer,
+    "paraformer": tiny_paraformer,
 }
 
 
