@@ -37,6 +37,7 @@ from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manife
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
+from oasr.transcribe.input_order import REORDER_ROWS, InputOrder
 from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
@@ -66,6 +67,8 @@ class TranscribeOptions:
     # Called after each settled window of a long recording with (row id, seconds settled,
     # the recording's duration or None), so progress moves within a recording.
     on_window: Callable[[str, float, float | None], Any] | None = None
+    # Finished rows held back at most to write them in input order (oasr.transcribe.input_order).
+    reorder_rows: int = REORDER_ROWS
 
 
 @dataclass
@@ -193,6 +196,8 @@ class Transcriber:
         self.resumes = resumes_from_timestamps(engine)
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
+        # Rows leave in completion order unless transcribe() asks for input order.
+        self.order: InputOrder[tuple[OutputRow, str | None]] = InputOrder(ordered=False)
         self._queue: deque[Request] = deque()  # windows to hand the engine
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
@@ -336,11 +341,12 @@ class Transcriber:
             if self._queue:
                 yield self._queue.popleft()
             elif (not self._rows_done and len(self.active) < self.max_active
-                  and len(self.ready) < self.max_active):
+                  and len(self.ready) < self.max_active and not self.order.full):
                 row = next(self._rows, None)
                 if row is None:
                     self._rows_done = True
                 else:
+                    self.order.admit(row.id)
                     self._start(row)
             elif self.active:
                 yield None
@@ -348,7 +354,8 @@ class Transcriber:
                 return
 
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
-        """Yield (output row, reference text) as rows finish."""
+        """Yield (output row, reference text) as rows finish, or in input order when
+        :attr:`order` is an ordered :class:`InputOrder`."""
         self._rows, self._rows_done = iter(rows), False
         while True:
             for out in self.engine.run(self._requests()):
@@ -362,7 +369,9 @@ class Transcriber:
 
     def _drain(self) -> Iterator[tuple[OutputRow, str | None]]:
         ready, self.ready = self.ready, []
-        yield from ready
+        for entry in ready:
+            self.order.finish(entry[0].id, entry)
+        yield from self.order.release()
 
 
 def resumes_from_timestamps(engine: ASREngine) -> bool:
@@ -379,7 +388,11 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
                on_row: Callable[[OutputRow, RunStats], Any] | None = None,
                transcriber: Transcriber | None = None) -> RunStats:
     """Transcribe every row not already in ``writer``'s output; returns the run's figures.
-    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``)."""
+    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``).
+
+    Rows reach a writer in input order (a bounded reorder buffer,
+    :mod:`oasr.transcribe.input_order`), except Parquet's, which are written as they finish.
+    A run that stops early writes the finished rows it held before aborting."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -393,18 +406,30 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
             yield row
 
     start, dispatched = time.perf_counter(), ops.snapshot()
+    runner: Transcriber | None = None
     try:
         on_output = getattr(writer, "flush_if_due", None)
         runner = transcriber or Transcriber(engine, options)
         runner.on_output = on_output
-        for out, ref in runner.run(todo()):
+        runner.order = InputOrder(ordered=getattr(writer, "input_order", False),
+                                  capacity=options.reorder_rows)
+
+        def take(out: OutputRow, ref: str | None) -> None:
             writer.write(out)
             stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start
             if on_row is not None:
                 on_row(out, stats)
+
+        for out, ref in runner.run(todo()):
+            take(out, ref)
     except BaseException:
-        writer.abort()
+        held = runner.order.held() if runner is not None else []
+        try:
+            for out, _ in held:  # finished work is kept, out of order
+                writer.write(out)
+        finally:
+            writer.abort()  # the run's own exception goes on either way
         raise
     stats.dispatch = ops.counts_since(dispatched)
     ops.record_dispatch(writer.metadata, stats.dispatch)
