@@ -19,8 +19,14 @@ ENCODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, inter
 def save_hf(folder: Path, seed: int = 0, blank_bias: float = 1.0) -> torch.nn.Module:
     """A random ``NemotronAsrStreamingForRNNT`` saved with ``save_pretrained`` (+ tokenizer and
     feature-extractor configs); returns the model in eval mode."""
+    import importlib.util
+
+    import pytest
     import transformers as tf
 
+    if importlib.util.find_spec("librosa") is None:  # the reference feature extractor's need
+        pytest.skip("transformers' NemotronAsrStreamingFeatureExtractor needs librosa: "
+                    "pip install librosa")
     torch.manual_seed(seed)
     blank = VOCAB - 1
     cfg = tf.NemotronAsrStreamingConfig(vocab_size=VOCAB, blank_token_id=blank, pad_token_id=blank,
