@@ -24,7 +24,6 @@ and the peer is skipped with the reason recorded.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -130,6 +129,16 @@ def loaded_model(folder: Path, hf: Any, enc: dict[str, Any], blank_bias: float) 
     feats: FeatureConfig = parakeet_logmel_features(cfg.num_mel_bins)
     return LoadedModel(model=model, tokenizer=tok, feature_config=feats, name="random",
                        architecture="parakeet_tdt")
+
+
+def _peer_features() -> str:
+    import transformers as tf
+
+    try:
+        tf.ParakeetFeatureExtractor(feature_size=80)
+        return "transformers' ParakeetFeatureExtractor"
+    except (ImportError, AttributeError) as exc:
+        return f"ours (parakeet_logmel), transformers' extractor unavailable: {exc}".strip()
 
 
 def sync(device: str) -> None:
@@ -257,9 +266,7 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(),
         "torch": torch.__version__, "transformers": transformers.__version__,
         "utterances": len(rows), "audio_s": audio_s, "peer_skipped": skip or None, "runs": [],
-        "peer_features": ("transformers' ParakeetFeatureExtractor"
-                          if importlib.util.find_spec("librosa") else
-                          "ours (parakeet_logmel; transformers' extractor needs librosa)"),
+        "peer_features": _peer_features(),
     }
     for batch in (int(b) for b in args.batches.split(",")):
         ours = run_ours(lm, rows, batch, args.device, args.dtype)
