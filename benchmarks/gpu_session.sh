@@ -7,12 +7,13 @@
 #   tests   carry staging/p3: silero-vad and the shared long recording; installs everything,
 #           builds oasr._C, runs `pytest -m gpu` and the word-timing benchmark on CUDA
 #   bench   (machine still warm) the VAD benchmark and the whole `oasr transcribe` process
+#   exec    CMD... : any command with the same environment (PYTHONPATH, OASR_SHARED_DATA=$K)
 # Each stage must follow the previous one within the machine's 30 s warm window.
 set -uo pipefail
 K=/root/keep
 OUT=${OUT:-/tmp/out}
 mkdir -p "$K" "$OUT"
-stage=${1:?stage1|stage2|tests|bench}
+stage=${1:?stage1|stage2|tests|bench|exec CMD...}
 
 case "$stage" in
 stage1) cp -r staging/p1/* "$K/"; ls "$K"; exit 0 ;;
@@ -29,6 +30,12 @@ fi
 export PYTHONPATH=/tmp/site:$PWD OASR_SHARED_DATA=$K PYTHONUNBUFFERED=1
 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt"
+
+if [ "$stage" = exec ]; then  # any command, after the install and build above
+    shift
+    "$@"
+    exit $?
+fi
 
 if [ "$stage" = tests ]; then
     timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests \

@@ -119,8 +119,9 @@ class Model:
     """A loaded model and its engine; see :func:`load`."""
 
     def __init__(self, engine: ASREngine, word_timestamps: bool | None = None,
-                 language_check: bool = True) -> None:
+                 language_check: bool = True, segmenter: Any = None) -> None:
         self.engine = engine
+        self.segmenter = segmenter  # a RecordingSegmenter when load(vad=...) named a detector
         if word_timestamps is None:
             word_timestamps = "offline" in engine.strategy.word_timing_modes
         self.word_timestamps = word_timestamps
@@ -188,7 +189,13 @@ class Model:
         options = TranscribeOptions(inputs=[], language=language, task=task,
                                     word_timestamps=words, row_check=check,
                                     fallback=fallback)
-        for out, _ in Transcriber(self.engine, options).run(rows()):
+        if self.segmenter is not None:
+            from oasr.transcribe.vad_segments import VadTranscriber
+
+            transcriber: Transcriber = VadTranscriber(self.engine, options, self.segmenter)
+        else:
+            transcriber = Transcriber(self.engine, options)
+        for out, _ in transcriber.run(rows()):
             index, label = labels[out.id]
             yield _transcript(out, index, label)
 
@@ -197,7 +204,8 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
          batch_size: int = 16, decode_method: str | None = None,
          decode_options: dict[str, Any] | None = None,
          word_timestamps: bool | None = None, threads: int | None = None,
-         language_check: bool = True) -> Model:
+         language_check: bool = True, vad: str = "none",
+         vad_model_dir: str | None = None) -> Model:
     """Load ``model`` (a name from ``oasr models`` such as ``whisper-tiny.en`` or ``base``, a
     bundle or checkpoint folder, an installed model package or a Hub id; default: the packaged
     Whisper tiny.en) on ``device`` (auto, cpu, cuda, cuda:N).
@@ -206,7 +214,11 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
     ``--decode-option``; ``threads`` sets torch's CPU threads; ``word_timestamps`` None means
     on when the family can time words in this configuration. ``language_check``: on an
     English-only model, warn (``Transcript.warnings``) when a recording looks like another
-    language (``oasr.transcribe.language_check``).
+    language (``oasr.transcribe.language_check``). ``vad``: a speech detector (``silero``,
+    ``fsmn``; default ``none``), as ``oasr transcribe --vad``: long recordings cut at pauses and
+    their chunks batched, recordings without speech returned empty (``finish_reason``
+    ``no_speech``); its weights are found here (``vad_model_dir`` or the installed package),
+    so a missing one raises now, naming the package to install.
     """
     if threads is not None:
         import torch
@@ -217,5 +229,15 @@ def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
     config = EngineConfig(model=model or "", device=device, dtype=dtype,
                           decode_method=decode_method, decode_options=dict(decode_options or {}),
                           max_batch_size=batch_size)
-    return Model(ASREngine(config), word_timestamps=word_timestamps,
-                 language_check=language_check)
+    engine = ASREngine(config)
+    segmenter = None
+    if vad != "none":
+        from oasr.transcribe.vad_segments import build_recording_segmenter
+
+        try:
+            segmenter = build_recording_segmenter(vad, device=str(engine.runner.device),
+                                                  model_dir=vad_model_dir)
+        except KeyError as exc:
+            raise ValueError(f"vad={vad!r}: {exc}") from None
+    return Model(engine, word_timestamps=word_timestamps, language_check=language_check,
+                 segmenter=segmenter)

@@ -117,3 +117,29 @@ def test_readme_example_with_the_packaged_model():
     assert result.segments[0].end == pytest.approx(result.duration)
     assert [w.word for w in result.words][:3] == ["He", "began", "a"]
     assert all(0 <= w.start <= w.end <= result.duration + 1e-6 for w in result.words)
+
+
+needs_silero = pytest.mark.skipif(importlib.util.find_spec("silero_vad") is None,
+                                  reason="needs pip install 'oasr[vad]' (silero-vad)")
+
+
+@needs_silero
+def test_vad_gates_silence_and_cuts_long_recordings(tmp_path):
+    bundle = write_tiny_bundle(tmp_path / "tiny", window_s=6.0)
+    model = oasr.load(str(bundle), device="cpu", vad="silero")
+    silence = np.random.default_rng(0).normal(0, 0.05, 16000 * 8).astype(np.float32)
+    quiet = model.transcribe(silence, sample_rate=16000)
+    assert quiet.text == "" and quiet.finish_reason == "no_speech" and quiet.segments == []
+    path = _long_recording(tmp_path)
+    result = model.transcribe(path)
+    assert result.text and len(result.segments) >= 2  # cut at pauses into window-sized chunks
+    assert all(s.end - s.start <= 6.0 + 1e-6 for s in result.segments)
+    assert result.segments[-1].end <= sf.info(path).duration + 1e-6
+
+
+def test_vad_without_its_weights_fails_at_load(tmp_path):
+    bundle = write_tiny_bundle(tmp_path / "tiny", window_s=6.0)
+    with pytest.raises(ValueError, match="fsmn"):
+        oasr.load(str(bundle), device="cpu", vad="fsmn", vad_model_dir=str(tmp_path / "none"))
+    with pytest.raises(ValueError, match="unknown|valid|nope"):
+        oasr.load(str(bundle), device="cpu", vad="nope")

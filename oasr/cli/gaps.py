@@ -79,6 +79,7 @@ def gaps_command(
     import oasr.kernels.ctc_cuda  # noqa: F401  (their gaps and kernels declare themselves)
     import oasr.kernels.features_cuda  # noqa: F401
     import oasr.kernels.paged_attention  # noqa: F401
+    import oasr.kernels.rnn_cuda  # noqa: F401
     from oasr import envs, ops
 
     counts = None

@@ -14,6 +14,9 @@ EXTRACTORS.register("whisper_logmel", "oasr.features.whisper_logmel:WHISPER_LOGM
 EXTRACTORS.register("fbank", "oasr.features.kaldi:FBANK")
 EXTRACTORS.register("mfcc", "oasr.features.kaldi:MFCC")
 
+# FastConformer (Parakeet / NeMo) frontend.
+EXTRACTORS.register("parakeet_logmel", "oasr.features.parakeet_logmel:PARAKEET_LOGMEL")
+
 
 def register_extractor(spec: ExtractorSpec) -> ExtractorSpec:
     EXTRACTORS.register(spec.kind, spec)

@@ -28,6 +28,12 @@ from oasr.ops import gaps
 __all__ = ["LSTM", "RNN"]
 
 _GATES = {"lstm": 4, "rnn_tanh": 1, "rnn_relu": 1}
+_KERNELS = "oasr.kernels.rnn_cuda"
+
+
+def _route(mode: str) -> ops.Route:
+    # any CUDA dtype is in scope: recurrent detectors and predictors run fp32 on the GPU too
+    return ops.route(mode, gaps.RNN.id, scope=ops.CUDA, provider=_KERNELS)
 
 Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]
 
@@ -182,9 +188,17 @@ class _Recurrent(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if not self.batch_first:
             x = x.transpose(0, 1)
-        kernel = None if native else ops.route(self.mode, gaps.RNN.id).select(x)
+        kernel = None
+        if not native:
+            kernel = _route(self.mode).select(x, h0, c0, lengths, self.all_weights, self.mode,
+                                              self.num_directions)
         if kernel is not None:
-            y, h, c = kernel(x, h0, c0, lengths, self.all_weights, self.mode)
+            if x.shape[-1] != self.input_size:
+                raise ValueError(f"input has {x.shape[-1]} features, expected {self.input_size}")
+            h0 = self._initial(x, h0)
+            c0 = self._initial(x, c0) if self.mode == "lstm" else None
+            y, h, c = kernel(x, h0, c0, lengths, self.all_weights, self.mode,
+                             self.num_directions)
         else:
             y, h, c = self._run(x, h0, c0, lengths)
         if not self.batch_first:

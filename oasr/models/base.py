@@ -45,7 +45,7 @@ STREAMING_KINDS = ("paged", "slot", "stateful", "none")
 
 # The members each streaming kind needs on the encoder.
 STREAMING_SURFACE: dict[str, tuple[str, ...]] = {
-    "paged": ("forward_chunk_paged",),
+    "paged": ("forward_chunk_paged", "output_lengths"),
     "slot": ("get_streaming_init_states", "streaming_forward"),
     "stateful": ("get_streaming_init_states", "streaming_forward"),
     "none": (),
@@ -54,13 +54,19 @@ STREAMING_SURFACE: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class StreamingStateSpec:
-    """One fixed-extent per-stream tensor an encoder carries across chunks.
+    """One fixed-extent per-stream tensor an encoder carries across chunks: the one declaration
+    type of both ``streaming_state_specs`` (beside paged K/V) and ``slot_state_specs`` (a whole
+    slot cache).
 
-    shape: per stream (no batch axis); dtype: ``None`` for the model's; fill: its initial value.
+    shape: per stream (no batch axis); name: what it is (for messages); batch_dim: where the
+    encoder's ``streaming_forward`` expects the batch axis in the state it is handed (a slot
+    cache stores every state slot-major and moves the axis); dtype: ``None`` for float32;
+    fill: its initial value.
     """
 
-    name: str
     shape: tuple[int, ...]
+    name: str = ""
+    batch_dim: int = 0
     dtype: torch.dtype | None = None
     fill: float = 0.0
 
@@ -183,6 +189,8 @@ class TransducerPredictor(nn.Module):
     stateless decoder) so the fused greedy kernel can run it; ``None`` keeps the loop.
     """
 
+    blank_id: int  # the blank label, which advances the frame
+
     @unimplemented
     def init_state(self, batch: int, device: torch.device) -> Any:
         """The state of ``batch`` fresh streams (the blank / start history)."""
@@ -212,6 +220,13 @@ class TransducerPredictor(nn.Module):
         """The tensors of a stateless predictor, or ``None`` (not stateless: keep the loop)."""
         return None
 
+    @property
+    def label_window(self) -> int | None:
+        """``N`` when the state is the last ``N`` labels (B, N) int64 and ``predict`` reads
+        any such window, which is what modified beam search builds its hypotheses' states
+        from; ``None`` (a recurrent predictor) refuses beam search."""
+        return None
+
 
 class Joiner(nn.Module):
     """A transducer's joint network: (encoder frame, predictor projection) -> logits.
@@ -228,6 +243,14 @@ class Joiner(nn.Module):
     def additive_tensors(self) -> dict[str, Any] | None:
         """The additive joint's tensors and activation, or ``None``."""
         return None
+
+    def project_encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        """The encoder frames' half of the joint, computed once per frame (identity here)."""
+        return enc
+
+    def project_decoder(self, dec: torch.Tensor) -> torch.Tensor:
+        """The predictor output's half of the joint, computed once per history (identity)."""
+        return dec
 
 
 class BaseAsrModel(nn.Module):

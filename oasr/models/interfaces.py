@@ -61,6 +61,21 @@ CAPABILITIES: dict[str, Capability] = {
         config__timestamp_begin="the first timestamp id (None: no timestamp mode)",
         config__alignment_heads="cross-attention heads word timings align with (may be empty)",
     ),
+    # Speech LLM (Qwen2-Audio): audio embeddings spliced into a ChatML prompt, then the
+    # incremental AR protocol over the causal LM.
+    "llm": _cap(
+        "llm",
+        encode_offline="features -> (audio embeddings in the LM's space, their lengths)",
+        decoder__embed="prompt ids -> embeddings (the audio is spliced among them)",
+        decoder__prefill_embeds="a left-padded embedded prompt -> next-token logits + KV",
+        decoder__step="one batched LM step over the row-indexed KV cache",
+        decoder__select="index_select rows of the KV state (retirement)",
+        config__render_prompt="the ChatML text around the audio for an instruction",
+        config__audio_token_id="the <|AUDIO|> id the audio placeholder expands to",
+        config__eos_token_ids="every id that ends the assistant's turn",
+        config__pad_token_id="left padding (never attended)",
+        config__max_position_embeddings="positions a row may use",
+    ),
     # Frame-synchronous CTC: encoder and head fused into log-probs.
     "ctc": _cap(
         "ctc",
@@ -74,6 +89,40 @@ CAPABILITIES: dict[str, Capability] = {
         ctc_log_probs="hidden states -> CTC log-probs (B, T, V) for the prefix beam",
         attention_scores="one batched teacher-forced pass scoring every row's n-best",
         config__blank_id="the CTC blank's id (no default: a wrong blank decodes garbage)",
+    ),
+    # Transducer (RNN-T / icefall stateless): the family drives predictor and joiner itself.
+    "transducer": _cap(
+        "transducer",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predictor__init_state="a TransducerPredictor: the start history of B streams",
+        predictor__predict="the predictor projection for the current history",
+        predictor__advance="append the emitted labels to the rows that emitted",
+        predictor__blank_id="the blank label: advances the frame",
+        joiner__forward="a Joiner: (encoder frame, predictor output) -> logits",
+        joiner__project_encoder="the encoder half of the joint, once per frame",
+        joiner__project_decoder="the predictor half of the joint, once per history",
+    ),
+    # Token-and-duration transducer (Parakeet TDT): greedy, the frame advancing by durations.
+    "tdt": _cap(
+        "tdt",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predictor__init_state="the prediction network's state before any label",
+        predictor__predict="the prediction network's output for a state",
+        predictor__advance="append emitted labels to the rows that emitted",
+        joiner__project_encoder="encoder frames -> the joint's input",
+        joiner__project_decoder="prediction output -> the joint's input",
+        config__blank_id="the blank's id",
+        config__vocab_size="token logits come first in the joint's output, durations after",
+        config__durations="the frames each duration logit stands for",
+        config__max_symbols_per_step="labels one frame may emit before the frame is forced on",
+    ),
+    # Paraformer: one-shot non-autoregressive, CIF predictor then one decoder pass.
+    "paraformer": _cap(
+        "paraformer",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predict="hidden states -> CIF acoustic embeddings, token counts, alphas, fire frames",
+        nar_decode="acoustic embeddings + encoder memory -> logits (B, K, V) in one pass",
+        config__blank_id="ids dropped from the argmax output (with sos_id / eos_id)",
     ),
 }
 

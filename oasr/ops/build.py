@@ -115,6 +115,16 @@ PAGED_DECODE = register_library(BuildSpec(
     },
 ))
 
+RNN_CUDA = register_library(BuildSpec(
+    name="rnn_cuda",
+    sources=("rnn/rnn_cuda.cu",),
+    signatures={
+        "oasr_rnn_preload": (),
+        "oasr_rnn_recurrence": _codes("ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32, i32, "
+                                      "i32, i32, ptr"),
+    },
+))
+
 
 # -- where things are ------------------------------------------------------------------------
 

@@ -193,6 +193,10 @@ class Transcriber:
         self.resumes = resumes_from_timestamps(engine)
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
+        # Rows leave in input order: ids in the order they started, and finished rows that
+        # wait on an earlier one. Bounded, since no row starts while ``max_active`` wait.
+        self._started: deque[str] = deque()
+        self._held: dict[str, list[tuple[OutputRow, str | None]]] = {}
         self._queue: deque[Request] = deque()  # windows to hand the engine
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
@@ -336,11 +340,12 @@ class Transcriber:
             if self._queue:
                 yield self._queue.popleft()
             elif (not self._rows_done and len(self.active) < self.max_active
-                  and len(self.ready) < self.max_active):
+                  and len(self.ready) + self._waiting() < self.max_active):
                 row = next(self._rows, None)
                 if row is None:
                     self._rows_done = True
                 else:
+                    self._started.append(row.id)
                     self._start(row)
             elif self.active:
                 yield None
@@ -360,9 +365,20 @@ class Transcriber:
             if self._rows_done and not self.active and not self._queue:
                 return
 
+    def _waiting(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
     def _drain(self) -> Iterator[tuple[OutputRow, str | None]]:
+        """Finished rows in input order: a row that finished before an earlier one waits."""
         ready, self.ready = self.ready, []
-        yield from ready
+        for out, ref in ready:
+            self._held.setdefault(out.id, []).append((out, ref))
+        while self._started and self._started[0] in self._held:
+            row_id = self._started.popleft()
+            waiting = self._held[row_id]
+            yield waiting.pop(0)
+            if not waiting:
+                del self._held[row_id]
 
 
 def resumes_from_timestamps(engine: ASREngine) -> bool:

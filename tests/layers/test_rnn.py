@@ -155,7 +155,8 @@ def test_forward_routes_through_select_kernel(monkeypatch):
 
     def fake_select(op, *tensors, gap):
         seen.append((op, gap, tuple(tensors[0].shape)))
-        return lambda x, h0, c0, lengths, weights, mode: (x, torch.zeros(len(weights)), c0)
+        return lambda x, h0, c0, lengths, weights, mode, dirs: (
+            x, torch.zeros(len(weights), dirs), c0)
 
     patch_routing(monkeypatch, fake_select)
     lstm = LSTM(3, 4, 2, bidirectional=True, batch_first=False)
@@ -163,7 +164,7 @@ def test_forward_routes_through_select_kernel(monkeypatch):
     c0 = torch.randn(4, 2, 4)
     y, (h, c) = lstm(x, (torch.zeros(4, 2, 4), c0))
     torch.testing.assert_close(y, x)
-    assert h.shape == (4,)  # one (w_ih, w_hh, b_ih, b_hh) per layer and direction
+    assert h.shape == (4, 2)  # one (w_ih, w_hh, b_ih, b_hh) per layer and direction
     assert c is c0
     RNN(3, 4, nonlinearity="relu")(torch.randn(2, 5, 3))
     assert seen == [("lstm", gaps.RNN.id, (2, 5, 3)), ("rnn_relu", gaps.RNN.id, (2, 5, 3))]

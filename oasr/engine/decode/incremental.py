@@ -8,9 +8,10 @@ groups cost about twice one group of the same rows.
 
 Tokens, their log-probabilities and the end flags stay on the device; the host reads the flags
 every ``eos_check_interval`` steps, so a greedy step adds no synchronisation (what does sync:
-that read, compaction, a capture of a new step-graph shape, and per step a timestamp-mode or
-sampled row). A family implements ``prefill_rows`` (prompt + state), ``process_logits``
-(suppression), ``eos_id`` and ``finish_row`` (detokenize).
+that read, compaction, a capture of a new step-graph shape, and per step a timestamp-mode
+row; a sampled row draws on the device, ``sampling.py``). A family implements
+``prefill_rows`` (prompt + state), ``process_logits`` (suppression), ``eos_id`` and
+``finish_row`` (detokenize).
 
 Decoder KV storage (``setup_decoder_kv``): ``dense`` or ``paged`` on the engine's one
 ``BlockPool`` (``oasr.cache.kv_budget``), admission bounded by ``decode_kv_budget_gib``
@@ -142,9 +143,12 @@ class IncrementalArStrategy(DecodeStrategy):
         self.kv_budget: DecoderKvBudget | None = None
         self.step_graphs: DecoderStepGraphs | None = None
         self.eos_check_interval = self._resolve_eos_check_interval()
+        self._stop_on: dict[torch.device, torch.Tensor] = {}
 
     # -- family hooks ---------------------------------------------------------------------
-    eos_id: int = -1
+    eos_id: int = -1  # what a finished row feeds until compaction
+    # Every id that ends a row (an LLM ends a turn on several); empty: ``(eos_id,)``.
+    stop_ids: tuple[int, ...] = ()
 
     def prefill_rows(self, requests: list[Request], enc: torch.Tensor,
                      enc_lens: torch.Tensor | None) -> tuple[torch.Tensor, Any, list[ArRow]]:
@@ -297,8 +301,18 @@ class IncrementalArStrategy(DecodeStrategy):
         g.out.scatter_(1, col, torch.where(live, tok, g.out.gather(1, col)[:, 0])[:, None])
         g.logp.scatter_(1, col, torch.where(live, lp, g.logp.gather(1, col)[:, 0])[:, None])
         g.ngen += live.long()
-        g.done |= (tok == self.eos_id) | (g.ngen >= g.max_new)
+        g.done |= self._is_stop(tok) | (g.ngen >= g.max_new)
         g.last = tok
+
+    def _is_stop(self, tok: torch.Tensor) -> torch.Tensor:
+        stops = self.stop_ids
+        if len(stops) <= 1:
+            return tok == (stops[0] if stops else self.eos_id)
+        ids = self._stop_on.get(tok.device)
+        if ids is None:
+            ids = torch.tensor(stops, device=tok.device)  # once per device: no per-step copy
+            self._stop_on[tok.device] = ids
+        return torch.isin(tok, ids)
 
     def _absorb(self, group: GreedyGroup) -> None:
         if self.merge_groups:
@@ -346,7 +360,7 @@ class IncrementalArStrategy(DecodeStrategy):
                 cut = n - (copies - 1) * period
                 tokens, logps = tokens[:cut], logps[:cut]
                 reason = "repetition"
-            elif tokens and tokens[-1] == self.eos_id:
+            elif tokens and tokens[-1] in (self.stop_ids or (self.eos_id,)):
                 tokens, logps = tokens[:-1], logps[:-1]
                 reason = "stop"
             else:

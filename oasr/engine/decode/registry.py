@@ -16,9 +16,15 @@ DECODE_STRATEGIES: Registry[type[DecodeStrategy]] = Registry(
 
 DECODE_STRATEGIES.register("aed", "oasr.engine.decode.aed:AedDecodeStrategy")
 DECODE_STRATEGIES.register("ctc", "oasr.engine.decode.ctc:CtcDecodeStrategy")
+DECODE_STRATEGIES.register("llm", "oasr.engine.decode.llm:LlmDecodeStrategy")
 DECODE_STRATEGIES.register(
     "ctc_aed_rescoring", "oasr.engine.decode.ctc_aed_rescoring:CtcAedRescoringStrategy"
 )
+DECODE_STRATEGIES.register("transducer", "oasr.engine.decode.transducer:TransducerDecodeStrategy")
+# Token-and-duration transducers (Parakeet TDT).
+DECODE_STRATEGIES.register("tdt", "oasr.engine.decode.tdt:TdtDecodeStrategy")
+# paraformer (issue 20)
+DECODE_STRATEGIES.register("paraformer", "oasr.engine.decode.paraformer:ParaformerDecodeStrategy")
 
 
 def register_decode_strategy(name: str):

@@ -2,7 +2,7 @@
 
 Greedy rows take one batched argmax. Sampled rows are filtered (temperature, top-k, top-p) and
 drawn on the device, each with its own generator so a seeded request draws the same tokens
-whatever it is batched with, and land with one ``index_copy_``: no host sync is added.
+whatever it is batched with, and land by slice assignment: no host sync is added.
 """
 
 from __future__ import annotations
@@ -42,11 +42,12 @@ def select_next_tokens(logits: torch.Tensor,
     tokens = logits.argmax(dim=-1)
     if not sampling:
         return tokens
-    rows = sorted(sampling)
-    drawn = []
-    for r in rows:
+    tokens = tokens.clone()
+    for r in sorted(sampling):
         s = sampling[r]
         probs = torch.softmax(filter_logits(logits[r:r + 1].float(), s), dim=-1)
-        drawn.append(torch.multinomial(probs, 1, generator=s.generator)[:, 0])
-    idx = torch.tensor(rows, device=logits.device)
-    return tokens.index_copy(0, idx, torch.cat(drawn).to(tokens.dtype))
+        # A draw from probs as argmax(probs / E), E ~ Exp(1) (the exponential race): device
+        # work only. A host-built row index or multinomial's checks would sync every step.
+        race = torch.empty_like(probs).exponential_(1.0, generator=s.generator)
+        tokens[r:r + 1] = (probs / race).argmax(dim=-1)  # an int slice: no index upload
+    return tokens

@@ -24,12 +24,14 @@ __all__ = ["TransducerHypothesis", "greedy_search", "modified_beam_search"]
 
 @dataclass
 class TransducerHypothesis:
-    """tokens: emitted labels; frames: the encoder frame of each; score: its log-probability
-    (beam) or the sum of its emitted logits (greedy)."""
+    """tokens: emitted labels; frames: the encoder frame of each; probs: each label's
+    posterior at its emission (the joiner's softmax); score: its log-probability (beam) or the
+    sum of its emitted logits (greedy)."""
 
     tokens: list[int]
     frames: list[int] = field(default_factory=list)
     score: float = 0.0
+    probs: list[float] = field(default_factory=list)
 
 
 def _check(hidden: torch.Tensor, lengths: torch.Tensor) -> None:
@@ -47,15 +49,27 @@ def greedy_search(predictor: Any, joiner: Any, hidden: torch.Tensor, lengths: to
     _check(hidden, lengths)
     if max_sym_per_frame < 1:
         raise ValueError(f"max_sym_per_frame must be >= 1, got {max_sym_per_frame}")
-    blank = predictor.blank_id
-    unk = blank if unk_id is None else unk_id
     batch, device = hidden.shape[0], hidden.device
-    enc = joiner.project_encoder(hidden)
     state = predictor.init_state(batch, device)
     dec = joiner.project_decoder(predictor.predict(state))
-    lengths = lengths.to(device)
     hyps = [TransducerHypothesis([]) for _ in range(batch)]
-    for t in range(int(lengths.max().item()) if batch else 0):
+    greedy_frames(predictor, joiner, hidden, lengths, state, dec, hyps, 0, max_sym_per_frame,
+                  unk_id)
+    return hyps
+
+
+def greedy_frames(predictor: Any, joiner: Any, hidden: torch.Tensor, lengths: torch.Tensor,
+                  state: Any, dec: torch.Tensor, hyps: list[TransducerHypothesis],
+                  frame0: int, max_sym_per_frame: int, unk_id: int | None = None
+                  ) -> tuple[Any, torch.Tensor]:
+    """Greedy over ``hidden`` (B, T, C_enc) from the predictor ``state`` and its projected
+    output ``dec``, appending to ``hyps`` (frames counted from ``frame0``) -> the state and
+    ``dec`` after the last frame, so a stream continues where a chunk ended."""
+    blank = predictor.blank_id
+    unk = blank if unk_id is None else unk_id
+    enc = joiner.project_encoder(hidden)
+    lengths = lengths.to(hidden.device)
+    for t in range(int(lengths.max().item()) if hidden.shape[0] else 0):
         live = lengths > t
         for _ in range(max_sym_per_frame):
             logits = joiner(enc[:, t], dec)
@@ -63,24 +77,27 @@ def greedy_search(predictor: Any, joiner: Any, hidden: torch.Tensor, lengths: to
             emitted = live & (best != blank) & (best != unk)
             if not bool(emitted.any()):
                 break
-            for i in emitted.nonzero().flatten().tolist():
+            rows = emitted.nonzero().flatten()
+            posts = logits[rows].float().softmax(dim=-1).gather(1, best[rows].unsqueeze(1))
+            for i, post in zip(rows.tolist(), posts.flatten().tolist()):
                 tok = int(best[i])
                 hyps[i].tokens.append(tok)
-                hyps[i].frames.append(t)
+                hyps[i].frames.append(frame0 + t)
+                hyps[i].probs.append(post)
                 hyps[i].score += float(logits[i, tok])
             state = predictor.advance(state, best, emitted)
             dec = torch.where(emitted.unsqueeze(1), joiner.project_decoder(
                 predictor.predict(state)), dec)
             live = emitted
-    return hyps
+    return state, dec
 
 
 def _add(beam: dict[tuple[int, ...], list[Any]], ys: tuple[int, ...], logp: torch.Tensor,
-         frames: list[int]) -> None:
+         frames: list[int], probs: list[float]) -> None:
     if ys in beam:
         beam[ys][0] = torch.logaddexp(beam[ys][0], logp)
     else:
-        beam[ys] = [logp, frames]
+        beam[ys] = [logp, frames, probs]
 
 
 @torch.inference_mode()
@@ -92,16 +109,20 @@ def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
     _check(hidden, lengths)
     if beam < 1 or n_best < 1:
         raise ValueError(f"beam and n_best must be >= 1, got {beam}, {n_best}")
+    ctx = predictor.label_window
+    if ctx is None:
+        raise ValueError(f"{type(predictor).__name__} is not a label-window predictor; "
+                         "modified beam search builds states from label windows: decode with "
+                         "beam_size=1 (greedy)")
     blank = predictor.blank_id
     unk = blank if unk_id is None else unk_id
-    ctx = predictor.context_size
     device = hidden.device
     enc = joiner.project_encoder(hidden)
     out = []
     for b in range(hidden.shape[0]):
         start = tuple(predictor.init_state(1, device)[0].tolist())
         hyps: dict[tuple[int, ...], list[Any]] = {
-            start: [torch.zeros(1, dtype=torch.float32, device=device), []]}
+            start: [torch.zeros(1, dtype=torch.float32, device=device), [], []]}
         for t in range(int(lengths[b])):
             items = list(hyps.items())
             window = torch.tensor([ys[-ctx:] for ys, _ in items], dtype=torch.int64,
@@ -114,14 +135,15 @@ def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
             top_val, top_idx = logp.topk(min(beam, logp.numel()))
             hyps = {}
             for val, idx in zip(top_val, top_idx.tolist()):
-                ys, (_, frames) = items[idx // vocab]
+                ys, (_, frames, probs) = items[idx // vocab]
                 tok = idx % vocab
                 if tok not in (blank, unk):
-                    _add(hyps, ys + (tok,), val.reshape(1), frames + [t])
+                    post = float((val - prior[idx // vocab, 0]).exp())
+                    _add(hyps, ys + (tok,), val.reshape(1), frames + [t], probs + [post])
                 else:
-                    _add(hyps, ys, val.reshape(1), list(frames))
+                    _add(hyps, ys, val.reshape(1), list(frames), list(probs))
         ranked = sorted(hyps.items(), key=lambda kv: float(kv[1][0]) / len(kv[0]),
                         reverse=True)
-        out.append([TransducerHypothesis(list(ys[ctx:]), frames, float(v))
-                    for ys, (v, frames) in ranked[:n_best]])
+        out.append([TransducerHypothesis(list(ys[ctx:]), frames, float(v), probs)
+                    for ys, (v, frames, probs) in ranked[:n_best]])
     return out

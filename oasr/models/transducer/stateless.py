@@ -67,6 +67,10 @@ class StatelessPredictor(TransducerPredictor):
     def unstack_states(self, state: torch.Tensor) -> list[torch.Tensor]:
         return list(state.split(1, dim=0))
 
+    @property
+    def label_window(self) -> int:
+        return self.context_size
+
     def stateless_tensors(self) -> dict[str, torch.Tensor] | None:
         out = {"embedding": self.embedding.weight}
         if self.conv is not None:

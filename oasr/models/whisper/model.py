@@ -83,10 +83,12 @@ class WhisperEncoderLayer(nn.Module):
         self.fc2 = Linear(ffn_dim, d_model)
         self.final_layer_norm = LayerNorm(d_model, eps=LN_EPS)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, lens: torch.Tensor | None = None) -> torch.Tensor:
+        """``lens`` (B,): valid frames, keys past them masked (Qwen2-Audio's tower); Whisper
+        itself attends over its whole window."""
         h = self.self_attn_layer_norm(x)
         k, v = self.self_attn.project_kv(h)
-        x = x + self.self_attn.attend(h, k, v)
+        x = x + self.self_attn.attend(h, k, v, kv_lens=lens)
         return x + self.fc2(self.fc1(self.final_layer_norm(x)))
 
 

@@ -1,0 +1,108 @@
+"""The ``tdt`` family: token-and-duration transducer greedy search (``tdt_search``).
+
+Offline and non-incremental: one ``decode_offline`` call per micro-batch over the encoder's
+hidden states. Greedy only: ``beam_size`` above 1 is refused (TDT beam search is not
+implemented). Word timings come from the emission frames: a token spans from its frame to the
+next token's (the last one to the end of the row), as the CTC family times words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from oasr.engine.decode.alignment import emission_spans, fill_word_timings
+from oasr.engine.decode.base import DecodeStrategy
+from oasr.engine.decode.ctc import mean_posterior
+from oasr.engine.decode.options import option
+from oasr.engine.decode.tdt_search import TdtHypothesis, tdt_greedy
+from oasr.engine.request import Request, RequestOutput
+
+__all__ = ["TdtDecodeStrategy", "TdtOptions"]
+
+
+@dataclass
+class TdtOptions:
+    beam_size: int = option(1, doc="1 (greedy) only: TDT beam search is not implemented.")
+    max_symbols_per_step: int | None = option(
+        None, doc="Labels one frame may emit before a zero duration is forced to 1; none: "
+                  "the checkpoint's (config.max_symbols_per_step).")
+
+    def validate(self) -> None:
+        if self.beam_size != 1:
+            raise ValueError(f"the tdt family decodes greedily; beam_size={self.beam_size} is "
+                             "not implemented (use beam_size=1)")
+        if self.max_symbols_per_step is not None and self.max_symbols_per_step < 1:
+            raise ValueError(f"max_symbols_per_step must be >= 1, got "
+                             f"{self.max_symbols_per_step}")
+
+
+class TdtDecodeStrategy(DecodeStrategy):
+    name = "tdt"
+    consumes = "hidden"
+    capability = "tdt"
+    options_cls = TdtOptions
+    selective_options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
+        super().__init__(model, options or TdtOptions(), **kwargs)
+        self.options.validate()
+        cfg = model.config
+        self.blank = int(cfg.blank_id)
+        self.vocab_size = int(cfg.vocab_size)
+        self.durations = [int(d) for d in cfg.durations]
+        self.max_symbols = int(self.options.max_symbols_per_step or cfg.max_symbols_per_step)
+
+    @property
+    def word_timing_modes(self) -> tuple[str, ...]:
+        return ("offline",) if self.clock is not None else ()
+
+    @property
+    def active_rows(self) -> int:
+        return 0
+
+    def has_pending(self) -> bool:
+        return False
+
+    def validate_options(self, decoding: Any) -> None:
+        if decoding.word_timestamps and self.clock is None:
+            raise ValueError("decode family 'tdt' cannot time words here: seconds per encoder "
+                             "frame are unknown (frame_shift_ms and subsampling_rate)")
+        if decoding.sampling:
+            raise ValueError("decode family 'tdt' decodes deterministically; temperature must "
+                             "be 0")
+        if decoding.n_best is not None and decoding.n_best > 1:
+            raise ValueError(f"decode family 'tdt' is greedy; n_best={decoding.n_best} needs a "
+                             "beam search, which is not implemented")
+        super().validate_options(decoding)
+
+    def search(self, hidden: torch.Tensor, lens: torch.Tensor | None) -> list[TdtHypothesis]:
+        if lens is None:
+            lens = torch.full((hidden.shape[0],), hidden.shape[1], dtype=torch.int64)
+        return tdt_greedy(self.model.predictor, self.model.joiner, hidden, lens, self.blank,
+                          self.vocab_size, self.durations, self.max_symbols)
+
+    def decode_offline(self, hidden: torch.Tensor, lens: torch.Tensor | None,
+                       requests: list[Request]) -> list[RequestOutput]:
+        hyps = self.search(hidden, lens)
+        n = (np.full(len(hyps), hidden.shape[1]) if lens is None
+             else lens.detach().cpu().numpy())
+        clock = self.clock
+        outs = []
+        for b, (req, hyp) in enumerate(zip(requests, hyps)):
+            text = self.tokenizer.decode(hyp.tokens).strip() if self.tokenizer else ""
+            out = RequestOutput(request_id=req.request_id, text=text, token_ids=list(hyp.tokens),
+                                finish_reason="stop", metadata=req.metadata)
+            probs = np.asarray(hyp.probs, dtype=np.float32)
+            if req.decoding.word_timestamps:
+                if clock is None:
+                    raise ValueError("word timings need the frame clock (FrameClock.resolve)")
+                starts, ends = emission_spans(hyp.frames, int(n[b]))
+                fill_word_timings(out, self.tokenizer, hyp.tokens, starts, ends, probs, clock)
+            else:
+                out.confidence = mean_posterior(probs)
+            outs.append(out)
+        return outs

@@ -1,0 +1,132 @@
+"""The ``transducer`` family: greedy or modified beam search over encoder hidden states.
+
+The engine runs the encoder alone (``consumes="hidden"``) and hands over (B, T', C); the family
+drives the model's ``predictor`` (a ``TransducerPredictor``) and ``joiner`` (a ``Joiner``)
+through ``transducer_search``. ``beam_size`` 1 is greedy with up to ``max_sym_per_frame``
+labels per frame; wider beams are icefall's modified beam search (one label per frame), which
+needs a label-window predictor (``TransducerPredictor.label_window``): a recurrent predictor
+refuses it at construction, naming the fix.
+
+Word timings come from the emission frames the search records: a label's span runs from its
+emitting frame to the next label's, and its posterior is the joiner's softmax at emission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from oasr.engine.decode.alignment import emission_spans, fill_word_timings
+from oasr.engine.decode.base import DecodeStrategy
+from oasr.engine.decode.ctc import mean_posterior, refuse_unsupported
+from oasr.engine.decode.options import option
+from oasr.engine.decode.transducer_search import (
+    TransducerHypothesis,
+    greedy_search,
+    modified_beam_search,
+)
+from oasr.engine.request import Request, RequestOutput
+
+__all__ = ["TransducerDecodeStrategy", "TransducerOptions"]
+
+
+@dataclass
+class TransducerOptions:
+    beam_size: int = option(1, doc="1: greedy search; > 1: icefall's modified beam search "
+                                   "with this many hypotheses (one label per frame).")
+    max_sym_per_frame: int = option(1, doc="Greedy only: labels a frame may emit before the "
+                                           "search moves to the next frame.")
+    nbest: int = option(1, doc="Hypotheses returned per row (<= beam_size); > 1 fills "
+                               "nbest_texts. A request's n_best overrides it.")
+
+    def validate(self) -> None:
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.max_sym_per_frame < 1:
+            raise ValueError(f"max_sym_per_frame must be >= 1, got {self.max_sym_per_frame}")
+        if not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(f"nbest must be in [1, beam_size={self.beam_size}], got "
+                             f"{self.nbest}")
+
+
+class TransducerDecodeStrategy(DecodeStrategy):
+    """Frame-synchronous, non-incremental: one ``decode_offline`` call per micro-batch."""
+
+    name = "transducer"
+    consumes = "hidden"
+    capability = "transducer"
+    options_cls = TransducerOptions
+    selective_options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
+        super().__init__(model, options or TransducerOptions(), **kwargs)
+        self.predictor = model.predictor
+        self.joiner = model.joiner
+        self.unk_id = getattr(model.config, "unk_id", None)
+        if self.options.beam_size > 1 and self.predictor.label_window is None:
+            raise ValueError(
+                f"{type(self.predictor).__name__} is recurrent (no label window); modified "
+                "beam search needs a label-window predictor: decode with beam_size=1")
+
+    @property
+    def word_timing_modes(self) -> tuple[str, ...]:
+        return ("offline",) if self.clock is not None else ()
+
+    @property
+    def active_rows(self) -> int:
+        return 0
+
+    def has_pending(self) -> bool:
+        return False
+
+    def validate_options(self, decoding: Any) -> None:
+        refuse_unsupported(self.name, decoding, self.clock, self.options.beam_size)
+        super().validate_options(decoding)
+
+    def search(self, hidden: torch.Tensor, lens: torch.Tensor | None, nbest: int
+               ) -> list[list[TransducerHypothesis]]:
+        """hidden (B, T', C), lens (B,) -> per row up to ``nbest`` hypotheses, best first."""
+        if lens is None:
+            lens = torch.full((hidden.shape[0],), hidden.shape[1], dtype=torch.int64)
+        opt = self.options
+        if opt.beam_size == 1:
+            hyps = greedy_search(self.predictor, self.joiner, hidden, lens,
+                                 max_sym_per_frame=opt.max_sym_per_frame, unk_id=self.unk_id)
+            return [[h] for h in hyps]
+        return modified_beam_search(self.predictor, self.joiner, hidden, lens,
+                                    beam=opt.beam_size, n_best=nbest, unk_id=self.unk_id)
+
+    def text(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids)).strip() if self.tokenizer is not None else ""
+
+    def build(self, request: Request, ranked: Sequence[TransducerHypothesis], num_frames: int,
+              n_best: int, clock: Any) -> RequestOutput:
+        best = ranked[0] if ranked else TransducerHypothesis([])
+        ids = list(best.tokens)
+        out = RequestOutput(request_id=request.request_id, text=self.text(ids), token_ids=ids,
+                            finish_reason="stop", metadata=request.metadata)
+        if n_best > 1:
+            out.nbest_texts = [self.text(h.tokens) for h in ranked[:n_best]]
+        probs = torch.tensor(best.probs, dtype=torch.float64).numpy()
+        if request.decoding.word_timestamps:
+            if clock is None:  # admission refuses this; a direct caller gets a clear error
+                raise ValueError("word timings need the frame clock (FrameClock.resolve)")
+            starts, ends = emission_spans(best.frames, num_frames)
+            fill_word_timings(out, self.tokenizer, ids, starts, ends, probs, clock)
+        else:
+            out.confidence = mean_posterior(probs)
+        return out
+
+    def decode_offline(self, hidden: torch.Tensor, lens: torch.Tensor | None,
+                       requests: list[Request]) -> list[RequestOutput]:
+        """hidden (B, T', C), lens (B,) encoder frames -> one output per request."""
+        wanted = [r.decoding.n_best or self.options.nbest for r in requests]
+        rows = self.search(hidden, lens, max(wanted))
+        frames = ([hidden.shape[1]] * hidden.shape[0] if lens is None
+                  else lens.detach().cpu().tolist())
+        clock = self.clock
+        return [self.build(r, ranked, int(frames[b]), wanted[b], clock)
+                for b, (r, ranked) in enumerate(zip(requests, rows))]

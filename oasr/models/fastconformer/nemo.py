@@ -1,0 +1,277 @@
+"""NVIDIA NeMo checkpoints -> FastConformer: a ``.nemo`` tar (or its extracted folder) holding
+``model_config.yaml``, ``model_weights.ckpt`` and the SentencePiece ``tokenizer.model``.
+
+The head comes from the config: a ``decoder.prednet`` makes a transducer, TDT when the loss
+is ``tdt`` (durations from ``model_defaults.tdt_durations``), CTC otherwise. NeMo's blank is
+the last unit, ``len(labels)``. Weights are renamed NeMo -> transformers -> ours, so one
+table (``converters._map_name``) names our parameters; options this encoder does not
+implement (another subsampling, attention, or a causal conv) are refused by name.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from oasr.features.spec import FeatureConfig
+from oasr.models.converter import BaseCheckpointConverter, CorruptCheckpointFileError, MappedWeights
+from oasr.models.fastconformer.config import FastConformerConfig
+from oasr.models.fastconformer.converters import (
+    _map_name,
+    _subsampling_indices,
+    expected_shapes,
+    parakeet_logmel_features,
+)
+from oasr.tokenizers.base import TokenizerSpec
+
+__all__ = ["NemoCtcConverter", "NemoRnntConverter", "NemoTdtConverter", "read_nemo"]
+
+CONFIG_NAME = "model_config.yaml"
+WEIGHTS_NAME = "model_weights.ckpt"
+
+# NeMo's module names -> transformers' (applied in order, by prefix or infix).
+_NEMO_TO_HF = (
+    ("encoder.pre_encode.conv.", "encoder.subsampling.layers."),
+    ("encoder.pre_encode.out.", "encoder.subsampling.linear."),
+    (".conv.batch_norm.", ".conv.norm."),
+    ("decoder.decoder_layers.0.", "ctc_head."),
+    ("decoder.prediction.embed.", "decoder.embedding."),
+    ("decoder.prediction.dec_rnn.lstm.", "decoder.lstm."),
+    ("joint.enc.", "encoder_projector."),
+    ("joint.pred.", "decoder.decoder_projector."),
+    ("joint.joint_net.2.", "joint.head."),
+    (".self_attn.linear_q.", ".self_attn.q_proj."),
+    (".self_attn.linear_k.", ".self_attn.k_proj."),
+    (".self_attn.linear_v.", ".self_attn.v_proj."),
+    (".self_attn.linear_out.", ".self_attn.o_proj."),
+    (".self_attn.linear_pos.", ".self_attn.relative_k_proj."),
+    (".self_attn.pos_bias_u", ".self_attn.bias_u"),
+    (".self_attn.pos_bias_v", ".self_attn.bias_v"),
+)
+# encoder options: (NeMo's default, accepted values)
+_ENCODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
+    "subsampling": ("dw_striding", ("dw_striding",)),
+    "self_attention_model": ("rel_pos", ("rel_pos",)),
+    "conv_norm_type": ("batch_norm", ("batch_norm",)),
+    "causal_downsampling": (False, (False,)),
+    "untie_biases": (True, (True,)),
+    "reduction": (None, (None,)),
+}
+
+
+def _nemo_to_hf(name: str) -> str:
+    for old, new in _NEMO_TO_HF:
+        name = name.replace(old, new)
+    return name
+
+
+def read_nemo(path: Path) -> Path:
+    """The folder holding the checkpoint's files: ``path`` itself, or a ``.nemo`` tar
+    extracted once into a temporary folder (kept for the process)."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    cache = _EXTRACTED.get(path.resolve())
+    if cache is not None:
+        return cache
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            out = Path(tempfile.mkdtemp(prefix="oasr-nemo-"))
+            for member in tar.getmembers():
+                if not member.isfile():
+                    continue
+                name = Path(member.name).name  # flatten: NeMo writes ./model_config.yaml
+                src = tar.extractfile(member)
+                if src is not None:
+                    (out / name).write_bytes(src.read())
+    except (tarfile.TarError, OSError) as exc:
+        raise CorruptCheckpointFileError(f"{path} is not a readable .nemo tar ({exc})") from exc
+    _EXTRACTED[path.resolve()] = out
+    return out
+
+
+_EXTRACTED: dict[Path, Path] = {}
+
+
+def _looks_like_nemo(path: Path) -> bool:
+    path = Path(path)
+    if path.is_dir():
+        return (path / CONFIG_NAME).is_file() and (path / WEIGHTS_NAME).is_file()
+    if path.is_file() and path.suffix == ".nemo" and tarfile.is_tarfile(path):
+        with tarfile.open(path, "r:*") as tar:
+            names = {Path(n).name for n in tar.getnames()}
+        return {CONFIG_NAME, WEIGHTS_NAME} <= names
+    return False
+
+
+def _config(folder: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CorruptCheckpointFileError(f"{folder / CONFIG_NAME} is not valid YAML ({exc})"
+                                         ) from exc
+    if not isinstance(data, dict):
+        raise CorruptCheckpointFileError(f"{folder / CONFIG_NAME} is not a YAML mapping")
+    return data
+
+
+def nemo_head(cfg: dict[str, Any]) -> str:
+    """``ctc``, ``rnnt`` or ``tdt`` from a NeMo model config."""
+    if "prednet" not in (cfg.get("decoder") or {}):
+        return "ctc"
+    loss = (cfg.get("loss") or {}).get("loss_name")
+    return "tdt" if loss == "tdt" or "tdt_durations" in (cfg.get("model_defaults") or {}) \
+        else "rnnt"
+
+
+class _NemoConverter(BaseCheckpointConverter):
+    source_format = "nemo"
+    detect_specificity = 20
+    config_class = "oasr.models.fastconformer.config:FastConformerConfig"
+    head = ""
+
+    @property
+    def looks_for(self) -> str:  # type: ignore[override]
+        return (f"a .nemo tar (or its folder) with {CONFIG_NAME} and {WEIGHTS_NAME} of a "
+                f"FastConformer {self.head.upper()} model")
+
+    def detect(self, path: Path) -> bool:
+        if not _looks_like_nemo(path):
+            return False
+        cfg = _config(read_nemo(path))
+        return "encoder" in cfg and nemo_head(cfg) == self.head
+
+    def build_config(self, path: Path) -> FastConformerConfig:
+        folder = read_nemo(path)
+        cfg = _config(folder)
+        if nemo_head(cfg) != self.head:
+            raise ValueError(f"{path} is a NeMo {nemo_head(cfg)} model, not {self.head}")
+        enc = dict(cfg.get("encoder") or {})
+        problems = [f"encoder.{k}={enc.get(k, d)!r} (supported: {acc})"
+                    for k, (d, acc) in _ENCODER_FIXED.items() if enc.get(k, d) not in acc]
+        context = enc.get("att_context_size")
+        if context not in (None, [-1, -1]):
+            problems.append(f"encoder.att_context_size={context} (limited-context attention "
+                            "is not implemented offline)")
+        if problems:
+            raise ValueError(f"{path}: unsupported NeMo options: " + "; ".join(problems))
+        labels = list(cfg.get("labels") or (cfg.get("decoder") or {}).get("vocabulary") or [])
+        if not labels:
+            raise ValueError(f"{path}/{CONFIG_NAME} has no labels (decoder.vocabulary)")
+        d_model = int(enc.get("d_model", 1024))
+        pred = (cfg.get("decoder") or {}).get("prednet") or {}
+        joint = (cfg.get("joint") or {}).get("jointnet") or {}
+        if self.head != "ctc" and joint.get("joint_hidden", pred.get("pred_hidden")) != \
+                pred.get("pred_hidden"):
+            raise ValueError(f"{path}: joint_hidden != pred_hidden is not implemented")
+        use_bias = bool(enc.get("use_bias", True))
+        return FastConformerConfig(
+            num_mel_bins=int(enc.get("feat_in", 80)),
+            d_model=d_model,
+            layers=int(enc.get("n_layers", 17)),
+            heads=int(enc.get("n_heads", 8)),
+            ff_dim=int(d_model * enc.get("ff_expansion_factor", 4)),
+            conv_kernel=int(enc.get("conv_kernel_size", 9)),
+            subsampling_factor=int(enc.get("subsampling_factor", 8)),
+            subsampling_channels=int(enc.get("subsampling_conv_channels", 256)),
+            xscale=bool(enc.get("xscaling", True)),
+            attention_bias=use_bias,
+            conv_bias=use_bias,
+            head=self.head,
+            vocab_size=len(labels) + 1,
+            blank_id=len(labels),
+            pred_hidden=int(pred.get("pred_hidden", 640)),
+            pred_layers=int(pred.get("pred_rnn_layers", 2)),
+            joint_activation=str(joint.get("activation", "relu")),
+            max_symbols_per_step=int(((cfg.get("decoding") or {}).get("greedy") or {})
+                                     .get("max_symbols", 10) or 10),
+            durations=list((cfg.get("model_defaults") or {}).get("tdt_durations")
+                           or [0, 1, 2, 3, 4]),
+        )
+
+    def expected_shapes(self, config: FastConformerConfig) -> dict[str, tuple[int, ...]]:
+        return expected_shapes(config)
+
+    def map_weights(self, path: Path, config: FastConformerConfig) -> MappedWeights:
+        ckpt = read_nemo(path) / WEIGHTS_NAME
+        raw = torch.load(io.BytesIO(ckpt.read_bytes()), map_location="cpu", weights_only=True)
+        if not isinstance(raw, dict):
+            raise CorruptCheckpointFileError(f"{ckpt} does not hold a state dict")
+        out = MappedWeights()
+        conv_index = _subsampling_indices(config)
+        for name, t in raw.items():
+            if name.startswith("preprocessor."):
+                out.drop(name, "frontend buffers (the frontend is parakeet_logmel)")
+                continue
+            if name.endswith("num_batches_tracked"):
+                out.drop(name, "BatchNorm training counter")
+                continue
+            if name.endswith(".pe") or name.startswith("encoder.pos_enc."):
+                out.drop(name, "sinusoid table (recomputed)")
+                continue
+            hf = _nemo_to_hf(name)
+            ours = _map_name(hf, conv_index, self.head)
+            if ours is None:
+                out.put(name, t, name)  # the load report refuses it by name
+                continue
+            if t.dim() == 3 and t.shape[-1] == 1 and (
+                    hf.endswith((".pointwise_conv1.weight", ".pointwise_conv2.weight"))
+                    or hf == "ctc_head.weight"):
+                t = t.squeeze(-1)
+            out.put(ours, t, name)
+        return out
+
+    def build_feature_config(self, config: FastConformerConfig) -> FeatureConfig:
+        pre = getattr(self, "_pre", None) or {}
+        sr = int(pre.get("sample_rate", 16000))
+        return parakeet_logmel_features(config.num_mel_bins, {
+            "sampling_rate": sr, "feature_size": int(pre.get("features", config.num_mel_bins)),
+            "hop_length": round(float(pre.get("window_stride", 0.01)) * sr),
+            "win_length": round(float(pre.get("window_size", 0.025)) * sr),
+            "n_fft": int(pre.get("n_fft", 512)), "preemphasis": pre.get("preemphasis", 0.97),
+        })
+
+    def convert(self, src: str | Path, dst: str | Path, *args: Any, **kwargs: Any) -> Any:
+        folder = read_nemo(Path(src))
+        pre = dict(_config(folder).get("preprocessor") or {})
+        for key, want in (("normalize", "per_feature"), ("window", "hann"), ("log", True)):
+            if pre.get(key, want) != want:
+                raise ValueError(f"{src}: preprocessor.{key}={pre.get(key)!r} (supported: "
+                                 f"{want!r})")
+        self._pre = pre
+        kwargs.setdefault("source_label", str(src))
+        return super().convert(folder, dst, *args, **kwargs)
+
+    def build_decoding_defaults(self, config: FastConformerConfig, path: Path) -> dict[str, Any]:
+        if self.head == "ctc":
+            return {"beam_size": 1}
+        return {"max_sym_per_frame": config.max_symbols_per_step} if self.head == "rnnt" else {}
+
+    def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
+        folder = read_nemo(path)
+        models = sorted(p.name for p in folder.glob("*tokenizer.model"))
+        if not models:
+            raise FileNotFoundError(f"{path} has no SentencePiece tokenizer.model")
+        return TokenizerSpec(kind="sentencepiece", files={"model": models[0]})
+
+
+class NemoCtcConverter(_NemoConverter):
+    architecture = "parakeet_ctc"
+    head = "ctc"
+
+
+class NemoRnntConverter(_NemoConverter):
+    architecture = "parakeet_rnnt"
+    head = "rnnt"
+
+
+class NemoTdtConverter(_NemoConverter):
+    architecture = "parakeet_tdt"
+    head = "tdt"

@@ -1,0 +1,159 @@
+"""Qwen2-Audio checkpoint converter: transformers' ``Qwen2AudioForConditionalGeneration``.
+
+Both key layouts are read: the Hub's (``audio_tower.*``, ``multi_modal_projector.*``,
+``language_model.model.*``, ``language_model.lm_head.*``: what ``save_pretrained`` writes)
+and transformers 5's in-memory one (``model.audio_tower.*``, ``model.language_model.*``,
+``lm_head.*``). The prompt's ids come from the checkpoint's config and tokenizer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from oasr.features.spec import FeatureConfig
+from oasr.models.converter import (
+    BaseCheckpointConverter,
+    MappedWeights,
+    has_hf_weights,
+    load_hf_weights,
+    read_json,
+    whisper_logmel_features,
+)
+from oasr.models.qwen2_audio.config import Qwen2AudioConfig
+from oasr.tokenizers.base import TokenizerSpec
+
+__all__ = ["HfQwen2AudioConverter", "map_key"]
+
+# Upstream prefix -> ours; the first match wins (longest prefixes first).
+_PREFIXES = (
+    ("model.audio_tower.", "encoder."),
+    ("model.multi_modal_projector.", "multi_modal_projector."),
+    ("model.language_model.", "decoder."),
+    ("language_model.model.", "decoder."),
+    ("language_model.lm_head.", "decoder.lm_head."),
+    ("audio_tower.", "encoder."),
+    ("multi_modal_projector.", "multi_modal_projector."),
+    ("lm_head.", "decoder.lm_head."),
+)
+# The ChatML and audio markers the prompt is assembled from.
+_REQUIRED_TOKENS = ("<|im_start|>", "<|im_end|>", "<|audio_bos|>", "<|audio_eos|>")
+
+
+def map_key(name: str) -> str | None:
+    for src, dst in _PREFIXES:
+        if name.startswith(src):
+            return dst + name[len(src):]
+    return None
+
+
+def _special_tokens(folder: Path) -> dict[str, int]:
+    data = read_json(folder / "tokenizer.json") or {}
+    return {t["content"]: int(t["id"]) for t in data.get("added_tokens") or []}
+
+
+def _ids(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return [int(v) for v in (value if isinstance(value, list) else [value])]
+
+
+class HfQwen2AudioConverter(BaseCheckpointConverter):
+    architecture = "qwen2_audio"
+    source_format = "hf"
+    default_checkpoint_name = "model.safetensors"
+    detect_specificity = 10
+    config_class = "oasr.models.qwen2_audio.config:Qwen2AudioConfig"
+    looks_for = ("config.json with model_type 'qwen2_audio' beside model.safetensors"
+                 "[.index.json] and tokenizer.json")
+
+    def detect(self, path: Path) -> bool:
+        cfg = read_json(Path(path) / "config.json")
+        return bool(cfg) and cfg.get("model_type") == "qwen2_audio" and has_hf_weights(Path(path))
+
+    def build_config(self, path: Path) -> Qwen2AudioConfig:
+        path = Path(path)
+        cfg = read_json(path / "config.json")
+        if not cfg or cfg.get("model_type") != "qwen2_audio":
+            raise ValueError(f"{path}/config.json is not a Qwen2-Audio config "
+                             "(model_type 'qwen2_audio')")
+        audio, text = cfg.get("audio_config") or {}, cfg.get("text_config") or {}
+        if audio.get("activation_function", "gelu") != "gelu":
+            raise ValueError(f"{path}: audio activation {audio['activation_function']!r} is not "
+                             "supported (Qwen2-Audio uses 'gelu')")
+        if audio.get("scale_embedding", False):
+            raise ValueError(f"{path}: scale_embedding=True is not supported")
+        if text.get("hidden_act", "silu") != "silu":
+            raise ValueError(f"{path}: LM activation {text['hidden_act']!r} is not supported "
+                             "(Qwen2 uses 'silu')")
+        if text.get("use_sliding_window", False):
+            raise ValueError(f"{path}: sliding-window attention is not supported")
+        rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
+        if rope.get("rope_type", rope.get("type", "default")) != "default":
+            raise ValueError(f"{path}: rope type {rope.get('rope_type')!r} is not supported")
+        theta = rope.get("rope_theta", text.get("rope_theta", 10000.0))
+        specials = _special_tokens(path)
+        missing = [t for t in _REQUIRED_TOKENS if t not in specials]
+        if missing:
+            raise ValueError(f"{path}/tokenizer.json lacks the ChatML / audio tokens {missing}")
+        gen = read_json(path / "generation_config.json") or {}
+        eos = _ids(gen.get("eos_token_id")) or _ids(text.get("eos_token_id"))
+        for tok in ("<|im_end|>", "<|endoftext|>"):
+            if tok in specials and specials[tok] not in eos:
+                eos.append(specials[tok])
+        pad = gen.get("pad_token_id", text.get("pad_token_id"))
+        if pad is None:
+            pad = specials.get("<|endoftext|>", eos[0])
+        heads = int(text["num_attention_heads"])
+        config = Qwen2AudioConfig(
+            n_mels=int(audio.get("num_mel_bins", 128)),
+            audio_d_model=int(audio.get("d_model", 1280)),
+            audio_layers=int(audio.get("encoder_layers", 32)),
+            audio_heads=int(audio.get("encoder_attention_heads", 20)),
+            audio_ffn_dim=int(audio.get("encoder_ffn_dim", 5120)),
+            max_source_positions=int(audio.get("max_source_positions", 1500)),
+            vocab_size=int(text["vocab_size"]),
+            hidden_size=int(text["hidden_size"]),
+            intermediate_size=int(text["intermediate_size"]),
+            num_hidden_layers=int(text["num_hidden_layers"]),
+            num_attention_heads=heads,
+            num_key_value_heads=int(text.get("num_key_value_heads") or heads),
+            rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(theta),
+            max_position_embeddings=int(text.get("max_position_embeddings", 32768)),
+            # transformers ties Qwen2-Audio's lm_head on the top-level flag only: the text
+            # config's (True in a bare Qwen2Config) leaves the head its own weight.
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            audio_token_id=int(cfg.get("audio_token_index", cfg.get("audio_token_id", 151646))),
+            eos_token_ids=eos,
+            pad_token_id=int(pad),
+        )
+        config.validate()
+        return config
+
+    def expected_shapes(self, config: Qwen2AudioConfig) -> dict[str, tuple[int, ...]]:
+        from oasr.models.qwen2_audio.model import parameter_shapes
+
+        return parameter_shapes(config)
+
+    def map_weights(self, path: Path, config: Qwen2AudioConfig) -> MappedWeights:
+        raw = load_hf_weights(path)
+        expected = self.expected_shapes(config)
+        out = MappedWeights()
+        for name, tensor in raw.items():
+            key = map_key(name)
+            if key == "decoder.lm_head.weight" and config.tie_word_embeddings:
+                out.drop(name, "tied to decoder.embed_tokens.weight")
+            elif key is not None and key in expected:
+                out.put(key, tensor, name)
+            else:
+                out.drop(name, "not a Qwen2-Audio inference weight")
+        return out
+
+    def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
+        if not (Path(path) / "tokenizer.json").is_file():
+            raise FileNotFoundError(f"{path} has no tokenizer.json (Qwen's tokenizer)")
+        return TokenizerSpec(kind="huggingface", files={"tokenizer_json": "tokenizer.json"})
+
+    def build_feature_config(self, config: Qwen2AudioConfig) -> FeatureConfig:
+        return whisper_logmel_features(config.n_mels)
