@@ -30,14 +30,15 @@ from pathlib import Path
 import soundfile as sf
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "longform"
+DATA = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "data")) / "longform"
 if not DATA.is_dir():
     DATA = Path("/work/shared/data/longform")
 NAME = "librispeech-test-other-70"
 
 
 def cli(*args: str) -> tuple[subprocess.CompletedProcess, float]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "oasr.cli.app", *args], env=env, text=True,
                           capture_output=True)

@@ -29,7 +29,6 @@ class StdoutWriter:
     def __init__(self, stream: IO[str] | None = None,
                  metadata: dict[str, str] | None = None) -> None:
         self.stream = stream
-        self.input_order = False  # a stream shows each row as soon as it finishes
         # What a file output would record (RowWriter's surface); a stream has nowhere to put it.
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
 

@@ -180,7 +180,6 @@ class SubtitleWriter:
     ) -> None:
         self.path = Path(path)
         self.fmt = fmt
-        self.input_order = True  # files and their index entry appear in input order
         self.ext = _ext(fmt)
         self.single = is_single_file(self.path, fmt)
         self.folder = self.path.parent if self.single else self.path

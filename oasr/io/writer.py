@@ -161,9 +161,6 @@ class OutputWriter:
             raise OutputError(f"flush_seconds must be > 0, got {flush_seconds}")
         self.path = Path(path)
         self.fmt = fmt
-        # Text formats are read top to bottom: rows in input order. Parquet is a table read by
-        # id, written as rows finish (no rows held back).
-        self.input_order = fmt != "parquet"
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self.retry_errors = retry_errors
         self.flush_rows = flush_rows
@@ -455,8 +452,6 @@ class RowWriter(Protocol):
     :class:`~oasr.io.subtitle_writer.SubtitleWriter` both are one."""
 
     metadata: dict[str, str]  # key-value metadata; a key set before close() is recorded
-    # Whether rows should arrive in input order (transcribe() reorders them; Parquet: no).
-    input_order: bool
 
     def done_ids(self) -> set[str]: ...
 

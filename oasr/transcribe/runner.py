@@ -37,7 +37,6 @@ from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manife
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
-from oasr.transcribe.input_order import REORDER_ROWS, InputOrder
 from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
@@ -67,8 +66,6 @@ class TranscribeOptions:
     # Called after each settled window of a long recording with (row id, seconds settled,
     # the recording's duration or None), so progress moves within a recording.
     on_window: Callable[[str, float, float | None], Any] | None = None
-    # Finished rows held back at most to write them in input order (oasr.transcribe.input_order).
-    reorder_rows: int = REORDER_ROWS
 
 
 @dataclass
@@ -196,8 +193,10 @@ class Transcriber:
         self.resumes = resumes_from_timestamps(engine)
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
-        # Rows leave in completion order unless transcribe() asks for input order.
-        self.order: InputOrder[tuple[OutputRow, str | None]] = InputOrder(ordered=False)
+        # Rows leave in input order: ids in the order they started, and finished rows that
+        # wait on an earlier one. Bounded, since no row starts while ``max_active`` wait.
+        self._started: deque[str] = deque()
+        self._held: dict[str, list[tuple[OutputRow, str | None]]] = {}
         self._queue: deque[Request] = deque()  # windows to hand the engine
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
@@ -341,12 +340,12 @@ class Transcriber:
             if self._queue:
                 yield self._queue.popleft()
             elif (not self._rows_done and len(self.active) < self.max_active
-                  and len(self.ready) < self.max_active and not self.order.full):
+                  and len(self.ready) + self._waiting() < self.max_active):
                 row = next(self._rows, None)
                 if row is None:
                     self._rows_done = True
                 else:
-                    self.order.admit(row.id)
+                    self._started.append(row.id)
                     self._start(row)
             elif self.active:
                 yield None
@@ -354,8 +353,7 @@ class Transcriber:
                 return
 
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
-        """Yield (output row, reference text) as rows finish, or in input order when
-        :attr:`order` is an ordered :class:`InputOrder`."""
+        """Yield (output row, reference text) as rows finish."""
         self._rows, self._rows_done = iter(rows), False
         while True:
             for out in self.engine.run(self._requests()):
@@ -367,11 +365,28 @@ class Transcriber:
             if self._rows_done and not self.active and not self._queue:
                 return
 
+    def _waiting(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
     def _drain(self) -> Iterator[tuple[OutputRow, str | None]]:
+        """Finished rows in input order: a row that finished before an earlier one waits."""
         ready, self.ready = self.ready, []
-        for entry in ready:
-            self.order.finish(entry[0].id, entry)
-        yield from self.order.release()
+        for out, ref in ready:
+            self._held.setdefault(out.id, []).append((out, ref))
+        while self._started and self._started[0] in self._held:
+            row_id = self._started.popleft()
+            waiting = self._held[row_id]
+            yield waiting.pop(0)
+            if not waiting:
+                del self._held[row_id]
+
+    def take_unreleased(self) -> list[tuple[OutputRow, str | None]]:
+        """Every finished row not yet yielded (waiting on an earlier row, or not drained),
+        for a run that stops early to write; out of input order."""
+        rows = [entry for waiting in self._held.values() for entry in waiting] + self.ready
+        self._held.clear()
+        self.ready = []
+        return rows
 
 
 def resumes_from_timestamps(engine: ASREngine) -> bool:
@@ -388,11 +403,9 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
                on_row: Callable[[OutputRow, RunStats], Any] | None = None,
                transcriber: Transcriber | None = None) -> RunStats:
     """Transcribe every row not already in ``writer``'s output; returns the run's figures.
-    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``).
-
-    Rows reach a writer in input order (a bounded reorder buffer,
-    :mod:`oasr.transcribe.input_order`), except Parquet's, which are written as they finish.
-    A run that stops early writes the finished rows it held before aborting."""
+    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``). A run that
+    stops early (an exception, Ctrl-C) writes the rows it had finished but not yet released
+    before aborting the writer."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -406,27 +419,20 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
             yield row
 
     start, dispatched = time.perf_counter(), ops.snapshot()
-    runner: Transcriber | None = None
+    runner = transcriber or Transcriber(engine, options)
     try:
         on_output = getattr(writer, "flush_if_due", None)
-        runner = transcriber or Transcriber(engine, options)
         runner.on_output = on_output
-        runner.order = InputOrder(ordered=getattr(writer, "input_order", False),
-                                  capacity=options.reorder_rows)
-
-        def take(out: OutputRow, ref: str | None) -> None:
+        for out, ref in runner.run(todo()):
             writer.write(out)
             stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start
             if on_row is not None:
                 on_row(out, stats)
-
-        for out, ref in runner.run(todo()):
-            take(out, ref)
     except BaseException:
-        held = runner.order.held() if runner is not None else []
         try:
-            for out, _ in held:  # finished work is kept, out of order
+            # Finished work is kept (a rerun skips it), out of input order.
+            for out, _ in runner.take_unreleased():
                 writer.write(out)
         finally:
             writer.abort()  # the run's own exception goes on either way

@@ -19,8 +19,14 @@ ENCODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, inter
 def save_hf(folder: Path, seed: int = 0, blank_bias: float = 1.0) -> torch.nn.Module:
     """A random ``NemotronAsrStreamingForRNNT`` saved with ``save_pretrained`` (+ tokenizer and
     feature-extractor configs); returns the model in eval mode."""
+    import pytest
     import transformers as tf
 
+    try:  # older transformers' reference extractor needs librosa
+        extractor = tf.NemotronAsrStreamingFeatureExtractor(
+            feature_size=ENCODER["num_mel_bins"])
+    except ImportError as exc:
+        pytest.skip(f"the reference feature extractor cannot be built: {exc}".strip())
     torch.manual_seed(seed)
     blank = VOCAB - 1
     cfg = tf.NemotronAsrStreamingConfig(vocab_size=VOCAB, blank_token_id=blank, pad_token_id=blank,
@@ -32,5 +38,5 @@ def save_hf(folder: Path, seed: int = 0, blank_bias: float = 1.0) -> torch.nn.Mo
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     write_tokenizer(folder, VOCAB)
-    tf.NemotronAsrStreamingFeatureExtractor(feature_size=ENCODER["num_mel_bins"]).save_pretrained(folder)
+    extractor.save_pretrained(folder)
     return model
