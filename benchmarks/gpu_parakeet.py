@@ -94,7 +94,10 @@ def build_checkpoint(folder: Path, enc: dict[str, Any], blank_bias: float) -> tu
     with torch.no_grad():
         model.joint.head.bias[VOCAB - 1] += blank_bias
     model.save_pretrained(folder)
-    tf.ParakeetFeatureExtractor(feature_size=enc["num_mel_bins"]).save_pretrained(folder)
+    try:  # its constructor needs librosa; without it the converter uses the same defaults
+        tf.ParakeetFeatureExtractor(feature_size=enc["num_mel_bins"]).save_pretrained(folder)
+    except ImportError:
+        pass
     write_tokenizer(folder)
     return model, ""
 
@@ -126,6 +129,16 @@ def loaded_model(folder: Path, hf: Any, enc: dict[str, Any], blank_bias: float) 
     feats: FeatureConfig = parakeet_logmel_features(cfg.num_mel_bins)
     return LoadedModel(model=model, tokenizer=tok, feature_config=feats, name="random",
                        architecture="parakeet_tdt")
+
+
+def _peer_features() -> str:
+    import transformers as tf
+
+    try:
+        tf.ParakeetFeatureExtractor(feature_size=80)
+        return "transformers' ParakeetFeatureExtractor"
+    except (ImportError, AttributeError) as exc:
+        return f"ours (parakeet_logmel), transformers' extractor unavailable: {exc}".strip()
 
 
 def sync(device: str) -> None:
@@ -175,13 +188,33 @@ def run_transformers(hf: Any, rows: list[tuple[str, np.ndarray]], batch: int, de
                      dtype: torch.dtype, bins: int) -> dict[str, Any]:
     import transformers as tf
 
-    fe = tf.ParakeetFeatureExtractor(feature_size=bins)
     model = hf.to(device=device, dtype=dtype)
+    try:
+        fe = tf.ParakeetFeatureExtractor(feature_size=bins)
+    except ImportError:  # it needs librosa: give transformers our features (equal within
+        fe = None        # 1.2e-6 to its extractor's, tests/models/fastconformer), on the device
+        from oasr.features import build_extractor
+        from oasr.models.fastconformer.converters import parakeet_logmel_features
+
+        fcfg = parakeet_logmel_features(bins)
+        spec = build_extractor(fcfg)
+
+    def features(chunk: list[tuple[str, np.ndarray]]) -> tuple[torch.Tensor, torch.Tensor]:
+        if fe is not None:
+            x = fe([a for _, a in chunk], sampling_rate=SR, return_tensors="pt",
+                   return_attention_mask=True, device=device)
+            return x.input_features.to(device, dtype), x.attention_mask.to(device)
+        n = max(len(a) for _, a in chunk)
+        wav = torch.zeros(len(chunk), n)
+        for i, (_, a) in enumerate(chunk):
+            wav[i, :len(a)] = torch.from_numpy(a)
+        lens = torch.tensor([len(a) for _, a in chunk])
+        feats, flens = spec.fn(wav.to(device), lens.to(device), fcfg)
+        mask = torch.arange(feats.shape[1], device=device)[None] < flens.to(device)[:, None]
+        return feats.to(dtype), mask.long()
 
     def decode(chunk: list[tuple[str, np.ndarray]]) -> list[list[int]]:
-        x = fe([a for _, a in chunk], sampling_rate=SR, return_tensors="pt",
-               return_attention_mask=True, device=device)
-        feats, mask = x.input_features.to(device, dtype), x.attention_mask.to(device)
+        feats, mask = features(chunk)
         out = model.generate(feats, attention_mask=mask, decoder_start_token_id=VOCAB - 1)
         lens = model.encoder._get_subsampling_output_length(mask.sum(-1))
         return hf_tokens(out, lens, VOCAB - 1)
@@ -233,6 +266,7 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(),
         "torch": torch.__version__, "transformers": transformers.__version__,
         "utterances": len(rows), "audio_s": audio_s, "peer_skipped": skip or None, "runs": [],
+        "peer_features": _peer_features(),
     }
     for batch in (int(b) for b in args.batches.split(",")):
         ours = run_ours(lm, rows, batch, args.device, args.dtype)

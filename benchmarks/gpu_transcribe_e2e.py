@@ -1,7 +1,9 @@
 """The whole ``oasr transcribe`` process, timed from outside, beside the engine and transformers.
 
 Builds three HF-layout Parquet manifests (``id``, ``audio`` {bytes, path}, ``text``,
-``duration``; the audio bytes embedded) under ``OUT_DIR/data``:
+``duration``; the audio bytes embedded) under ``WORK/data`` (``--work``, default
+``/tmp/oasr_e2e``; runs, logs and the raw profile go there too, so ``OUT_DIR`` gets only the
+JSON, the cProfile top text and the importtime top text):
 
 - ``short``: the 70 LibriSpeech test-other utterances repeated, each copy with a unique id, to
   at least ``--minutes`` of audio (default 60);
@@ -16,7 +18,8 @@ Beside them, in the same session: ``oasr bench`` (the engine alone, audio decode
 at each ``--bench-batch-sizes`` over the same short audio, with ``--compare transformers``
 (transformers' Whisper ``generate``, its own process). Finally a profile of the hour run:
 cProfile of the whole process (plus py-spy when installed) and ``python -X importtime`` of the
-1-row run, the top entries written as text into ``OUT_DIR``.
+1-row run, the top entries written as text into ``OUT_DIR`` (the cProfile top-40 also printed
+to stdout, so it shows in a log tail).
 
 Usage (GPU box; DIR holds ``librispeech-test-other-70/`` and ``longform/``):
     python benchmarks/gpu_transcribe_e2e.py OUT_DIR --data DIR
@@ -213,11 +216,11 @@ def bench_run(manifests: dict[str, Any], args: Any, out: Path, env: dict[str, st
 
 # ---------------------------------------------------------------------------- profile
 
-def profile_runs(manifests: dict[str, Any], args: Any, out: Path, env: dict[str, str]
-                 ) -> dict[str, Any]:
-    prof = out / "profile_short_word_timestamps.prof"
+def profile_runs(manifests: dict[str, Any], args: Any, out: Path, work: Path,
+                 env: dict[str, str]) -> dict[str, Any]:
+    prof = work / "profile_short_word_timestamps.prof"
     r = transcribe_run("profile_short_word_timestamps", manifests["short"],
-                       ["--word-timestamps"], args, out, env, None,
+                       ["--word-timestamps"], args, work, env, None,
                        python_flags=("-m", "cProfile", "-o", str(prof)))
     res: dict[str, Any] = {"cprofile_run": r}
     if prof.exists():
@@ -229,20 +232,26 @@ def profile_runs(manifests: dict[str, Any], args: Any, out: Path, env: dict[str,
             fh.write("\n# tottime\n")
             st.sort_stats("tottime").print_stats(40)
         res["cprofile_text"] = txt.name
+        st = pstats.Stats(str(prof))
+        print("# cProfile top-40, cumulative", flush=True)
+        st.sort_stats("cumulative").print_stats(40)
+        print("# cProfile top-40, tottime", flush=True)
+        st.sort_stats("tottime").print_stats(40)
+        sys.stdout.flush()
     if shutil.which("py-spy"):
         res["py_spy_run"] = timed_process(
             ["py-spy", "record", "--subprocesses", "--format", "speedscope", "-o",
              str(out / "py_spy_short.json"), "--",
              *_oasr("transcribe", manifests["short"]["path"], "-o",
-                    str(out / "runs" / "py_spy.parquet"), "--device", args.device,
-                    "--no-progress")], out / "py_spy.log", env)
+                    str(work / "runs" / "py_spy.parquet"), "--device", args.device,
+                    "--no-progress")], work / "py_spy.log", env)
     else:
         res["py_spy"] = "not installed"
-    imp = transcribe_run("importtime_one", manifests["one"], ["--word-timestamps"], args, out,
+    imp = transcribe_run("importtime_one", manifests["one"], ["--word-timestamps"], args, work,
                          env, None, python_flags=("-X", "importtime"))
     res["importtime_run"] = imp
     entries = []
-    for line in (out / "importtime_one.log").read_text().splitlines():
+    for line in (work / "importtime_one.log").read_text().splitlines():
         if line.startswith("import time:") and "|" in line:
             parts = [p.strip() for p in line[len("import time:"):].split("|")]
             if parts[0].isdigit():
@@ -276,15 +285,21 @@ def main() -> None:
     ap.add_argument("--no-transformers", action="store_true")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--skip-long", action="store_true")
+    ap.add_argument("--no-bench", action="store_true", help="skip `oasr bench` (and transformers)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/oasr_e2e"),
+                    help="scratch folder for manifests, runs, logs and the raw profile (kept "
+                         "out of OUT_DIR, which gets only the JSON and the profile top texts)")
     args = ap.parse_args()
     out: Path = args.out_dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    work: Path = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p), "PYTHONUNBUFFERED": "1"}
 
     t_start = time.perf_counter()
-    manifests = build_manifests(args.data.resolve(), out / "data", args.minutes)
-    _write(out / "data" / "base70.parquet", _short_rows(args.data.resolve()), 64)
+    manifests = build_manifests(args.data.resolve(), work / "data", args.minutes)
+    _write(work / "data" / "base70.parquet", _short_rows(args.data.resolve()), 64)
     print("manifests: " + ", ".join(f"{k} {v['rows']} rows {v['audio_s'] / 60:.1f} min"
                                     for k, v in manifests.items()), flush=True)
     import pyarrow.parquet as pq
@@ -294,16 +309,16 @@ def main() -> None:
     long_refs = {r["id"]: r["text"] for r in pq.read_table(manifests["long"]["path"],
                                                            columns=["id", "text"]).to_pylist()}
     # Warm the model cache (bundle conversion, kernel JIT) so no timed run pays it.
-    warm = transcribe_run("warmup_one", manifests["one"], [], args, out, env, None)
+    warm = transcribe_run("warmup_one", manifests["one"], [], args, work, env, None)
     runs: dict[str, Any] = {"warmup_one": warm}
     for wt, flag in (("wt", "--word-timestamps"), ("nowt", "--no-word-timestamps")):
-        runs[f"one_{wt}"] = transcribe_run(f"one_{wt}", manifests["one"], [flag], args, out,
+        runs[f"one_{wt}"] = transcribe_run(f"one_{wt}", manifests["one"], [flag], args, work,
                                            env, refs)
         runs[f"short_{wt}"] = transcribe_run(f"short_{wt}", manifests["short"], [flag], args,
-                                             out, env, refs)
+                                             work, env, refs)
         if not args.skip_long:
             runs[f"long_{wt}"] = transcribe_run(f"long_{wt}", manifests["long"], [flag], args,
-                                                out, env, long_refs)
+                                                work, env, long_refs)
     summary = {}
     for wt in ("wt", "nowt"):
         one = runs[f"one_{wt}"]
@@ -313,11 +328,11 @@ def main() -> None:
                 r = runs[f"{kind}_{wt}"]
                 summary[f"{kind}_{wt}_process_rtfx"] = round(r["audio_s"] / r["wall_s"], 1)
                 summary[f"{kind}_{wt}_steady_rtfx"] = _steady(r, one)
-    bench = bench_run(manifests, args, out, env)
+    bench = {} if args.no_bench else bench_run(manifests, args, work, env)
     for k, v in bench.items():
         if k.startswith("best_"):
             summary[f"bench_{k}"] = v
-    prof = None if args.no_profile else profile_runs(manifests, args, out, env)
+    prof = None if args.no_profile else profile_runs(manifests, args, out, work, env)
 
     import torch
 

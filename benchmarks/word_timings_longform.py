@@ -16,9 +16,17 @@ WER against the joined reference text. Same weights (the packaged Whisper tiny.e
   return_timestamps="word")`` over ``WhisperForConditionalGeneration`` holding the same weights
   with the checkpoint's ``alignment_heads``, no prompt.
 
+Each utterance's row in ``per_utterance`` names the hypothesis words its edges were taken from
+and, for ours, which window of the sequential decode they fell in and how far into it
+(``seams``: where each window started), so a miss can be told apart as a window seam, a
+recognition error the word alignment paired with another word, or a timing error.
+
 Usage:
-    python benchmarks/word_timings_longform.py [--seconds 570] [--device cpu|cuda]
+    python benchmarks/word_timings_longform.py [--data DIR] [--seconds 570] [--device cpu|cuda]
         [--dtype fp32|fp16] [--out JSON] [--threads 2] [--raw-dtw] [--arms oasr,transformers]
+
+``--data`` is the folder holding ``longform/`` (default ``$OASR_SHARED_DATA`` or
+``../shared/data``).
 
 ``--arms`` runs some of the arms; with ``--out`` naming an existing file of the same run, their
 results replace those arms' and the others are kept (one arm at a time on a busy machine).
@@ -47,7 +55,7 @@ TOLERANCES = (0.2, 0.3)
 
 
 def ours(flac: Path, end: float, device: str, dtype: str,
-         options: dict) -> tuple[list[dict], str, float]:
+         options: dict) -> tuple[list[dict], str, float, list[float]]:
     import pyarrow.parquet as pq
 
     from oasr.engine.config import EngineConfig
@@ -61,12 +69,18 @@ def ours(flac: Path, end: float, device: str, dtype: str,
                                         "offset": 0.0, "duration": end}) + "\n")
         engine = ASREngine(EngineConfig(device=device, dtype=dtype, decode_options=options))
         out = Path(tmp) / "out.parquet"
+        seams = [0.0]  # where each window starts; the callback gives each window's advance
+
+        def on_window(_row: str, advance_s: float, _total: float | None) -> None:
+            seams.append(seams[-1] + advance_s)
+
         t0 = time.perf_counter()
-        transcribe(engine, TranscribeOptions(inputs=[str(manifest)], word_timestamps=True),
+        transcribe(engine, TranscribeOptions(inputs=[str(manifest)], word_timestamps=True,
+                                             on_window=on_window),
                    OutputWriter(out, "parquet"))
         wall = time.perf_counter() - t0
         row = pq.read_table(out).to_pylist()[0]
-    return row["words"], row["text"], wall
+    return row["words"], row["text"], wall, [round(t, 3) for t in seams[:-1]]
 
 
 def transformers_pipeline(audio: np.ndarray, device: str,
@@ -99,7 +113,7 @@ def transformers_pipeline(audio: np.ndarray, device: str,
     words = [{"word": c["text"].strip(), "start": c["timestamp"][0],
               "end": c["timestamp"][1] if c["timestamp"][1] is not None else c["timestamp"][0]}
              for c in out["chunks"]]
-    return words, out["text"], wall
+    return words, out["text"], wall, []
 
 
 def span_checks(words: list[dict]) -> dict:
@@ -109,7 +123,16 @@ def span_checks(words: list[dict]) -> dict:
                                      for a, b in zip(words, words[1:]))}
 
 
-def evaluate(words: list[dict], text: str, speech: list[dict], reference: str) -> dict:
+def _window(seams: list[float], t: float | None) -> dict:
+    """Which window of ours ``t`` fell in, and how far from that window's start."""
+    if not seams or t is None:
+        return {}
+    k = max(i for i, s in enumerate(seams) if s <= t + 1e-9) if t >= seams[0] else 0
+    return {"window": k, "into_window_s": round(t - seams[k], 3)}
+
+
+def evaluate(words: list[dict], text: str, speech: list[dict], reference: str,
+             seams: list[float] | None = None) -> dict:
     report = boundary_errors(words, speech)
     out: dict = {"utterances": len(speech), "missed": report.missed,
                  "median_start_error_s": report.median("start"),
@@ -122,14 +145,22 @@ def evaluate(words: list[dict], text: str, speech: list[dict], reference: str) -
     out["words"] = len(words)
     out.update(span_checks(words))
     out["per_utterance"] = [
-        {"id": u.id, "start_error_s": None if u.start is None else u.start - u.true_start,
-         "end_error_s": None if u.end is None else u.end - u.true_end}
-        for u in report.utterances]
+        {"id": u.id, "start_error_s": None if u.start is None else round(u.start - u.true_start, 3),
+         "end_error_s": None if u.end is None else round(u.end - u.true_end, 3),
+         "first_ref_word": s["text"].split()[0], "first_word": u.first_word,
+         "last_ref_word": s["text"].split()[-1], "last_word": u.last_word,
+         **{f"start_{k}": v for k, v in _window(seams or [], u.start).items()},
+         **{f"end_{k}": v for k, v in _window(seams or [], u.end).items()}}
+        for u, s in zip(report.utterances, speech)]
+    if seams:
+        out["seams"] = seams
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=None,
+                    help="folder holding longform/ (default $OASR_SHARED_DATA or ../shared/data)")
     ap.add_argument("--seconds", type=float, default=None, help="only the first N seconds")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default=None, help="fp32 (CPU default) or fp16 (CUDA default)")
@@ -140,9 +171,10 @@ def main() -> None:
                     help="comma-separated: oasr, oasr_raw_dtw, transformers")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    longform = args.data / "longform" if args.data else LONGFORM
     dtype = args.dtype or ("fp16" if args.device.startswith("cuda") else "fp32")
-    flac = LONGFORM / "librispeech-test-other-70.flac"
-    speech = json.loads((LONGFORM / "librispeech-test-other-70.speech-edges.json").read_text())
+    flac = longform / "librispeech-test-other-70.flac"
+    speech = json.loads((longform / "librispeech-test-other-70.speech-edges.json").read_text())
     if args.seconds:
         speech = [s for s in speech if s["end"] <= args.seconds]
     end = speech[-1]["end"] + 0.3
@@ -167,10 +199,11 @@ def main() -> None:
     for name, run in arms:
         if name not in wanted:
             continue
-        words, text, wall = run()
-        results[name] = {**evaluate(words, text, speech, reference), "wall_s": wall,
-                         "text": text}
-        brief = {k: v for k, v in results[name].items() if k not in ("per_utterance", "text")}
+        words, text, wall, seams = run()
+        results[name] = {**evaluate(words, text, speech, reference, seams), "wall_s": wall,
+                         "measured": time.strftime("%Y-%m-%d"), "text": text}
+        brief = {k: v for k, v in results[name].items()
+                 if k not in ("per_utterance", "text", "seams")}
         print(name, json.dumps(brief), flush=True)
     doc = {
         "benchmark": "word timings vs speech edges and long-form WER, Whisper tiny.en greedy",

@@ -70,6 +70,18 @@ def stream_command(
     chunk: float = typer.Option(0.1, help="Seconds per chunk fed from a file."),
     no_endpoint: bool = typer.Option(False, "--no-endpoint",
                                      help="No endpointing: one final per source at its end."),
+    chunk_frames: int | None = typer.Option(
+        None, "--chunk-frames", help="Chunk-wise models: encoder frames per chunk (default: the "
+                                     "model's; WeNet dynamic-chunk models 16)."),
+    vad: str = typer.Option(
+        "silero", "--vad", help="Speech detector for endpointing: silero (default, if its "
+                                "weights are installed), energy (an energy gate, no weights) or "
+                                "fsmn (refused: no streaming mode)."),
+    vad_model_dir: str | None = typer.Option(
+        None, "--vad-model-dir", help="Folder with the detector's weights."),
+    left_chunks: int | None = typer.Option(
+        None, "--left-chunks", help="Chunk-wise models: chunks of left context kept (-1: all; "
+                                    "default: the model's)."),
 ) -> None:
     """Stream recordings or a microphone: live partials, finals with start/end times."""
     from oasr.streaming.sources import MicError, list_input_devices
@@ -112,9 +124,15 @@ def stream_command(
         engine = ASREngine(EngineConfig(model=model, device=device, dtype=dtype,
                                         decode_method=decode_method, decode_options=overrides,
                                         max_batch_size=batch_size))
-        options = StreamOptions(step_s=step, max_step_s=max(step, 5.0) if mic or realtime
-                                else step, language=language, task=task,
-                                endpoint=EndpointConfig(enabled=not no_endpoint))
+        from oasr.streaming.detector import frame_detector
+
+        detector = frame_detector(vad, vad_model_dir)
+        options = StreamOptions(detector=detector, step_s=step,
+                                max_step_s=max(step, 5.0) if mic or realtime else step,
+                                language=language, task=task,
+                                endpoint=EndpointConfig(enabled=not no_endpoint),
+                                chunk_frames=chunk_frames, left_chunks=left_chunks,
+                                max_streams=max(1, len(inputs or [])))
         rec = StreamingRecognizer(engine, options)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         err(f"error: {exc}", err=True)
@@ -166,7 +184,8 @@ def stream_command(
         err(f"error: {exc}", err=True)
         code = 2
     finish()
-    _summary(streams, time.perf_counter() - t0, rec.sample_rate)
+    _summary(streams, time.perf_counter() - t0, rec.sample_rate,
+             rec.chunkwise.kind if rec.chunkwise is not None else "re-decode")
     if code:
         raise typer.Exit(code)
 
@@ -186,7 +205,7 @@ def _feed_files(streams, sample_rate: int, chunk: float, realtime: bool, drain) 
         drain()
 
 
-def _summary(streams, wall: float, sample_rate: int) -> None:
+def _summary(streams, wall: float, sample_rate: int, runtime: str) -> None:
     import numpy as np
 
     streams = [s for _, s in streams]
@@ -195,7 +214,7 @@ def _summary(streams, wall: float, sample_rate: int) -> None:
     firsts = [s.stats.first_text_head - s.stats.first_speech for s in streams
               if s.stats.first_text_head is not None and s.stats.first_speech is not None]
     decodes = sum(s.stats.decodes for s in streams)
-    line = f"streamed {audio:.1f} s of audio in {wall:.1f} s ({decodes} decodes)"
+    line = f"streamed {audio:.1f} s of audio in {wall:.1f} s ({decodes} decodes, {runtime})"
     if lags:
         line += (f"; commit lag (audio s) mean {np.mean(lags):.2f}, p50 "
                  f"{np.percentile(lags, 50):.2f}, p90 {np.percentile(lags, 90):.2f}")

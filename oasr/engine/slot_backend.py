@@ -1,13 +1,14 @@
 """The ``slot`` streaming runtime: every per-stream state tensor is fixed-extent, so the whole
 cache lives in preallocated slot tensors and a cohort is one gather -> forward -> scatter.
 
-The encoder declares its state list as ``slot_state_specs`` (``SlotStateSpec``: the per-stream
-shape and where ``streaming_forward`` wants the batch axis; zero-initialised) plus
+The encoder declares its state list as ``slot_state_specs`` (``StreamingStateSpec``: the
+per-stream shape, where ``streaming_forward`` wants the batch axis and the initial fill) plus
 ``streaming_pad_value`` (what a padding row's chunk is filled with). Slot ``max_streams`` is the
 padding lane: a cohort of B streams is padded to the next power of two with rows that read and
 write only that lane, so one CUDA graph per power-of-two width (and chunk length) serves every
 cohort size. On CUDA the step is captured (``use_cuda_graphs``); elsewhere it runs eagerly with
-the same padding, so both paths compute the same thing. The lane is zeroed after each step.
+the same padding, so both paths compute the same thing. The lane is reset to its fill after
+each step.
 
 A replayed graph writes into static buffers; ``forward_step`` returns copies, so an output stays
 valid across later steps.
@@ -44,10 +45,10 @@ class SlotStreamingBackend(StreamingEncoderBackend):
         self.max_streams = max_streams
         self.pad_lane = max_streams
         # (max_streams + 1, *shape) per state; the last slot is the padding lane.
-        # SlotStateSpec or oasr.models.base.StreamingStateSpec (no batch_dim: batch first).
-        self._dims = [getattr(s, "batch_dim", 0) for s in self.specs]
-        self.cache = [torch.zeros((max_streams + 1, *s.shape), device=self.device,
-                                  dtype=getattr(s, "dtype", None) or torch.float32)
+        self._dims = [s.batch_dim for s in self.specs]
+        self._fills = [s.fill for s in self.specs]
+        self.cache = [torch.full((max_streams + 1, *s.shape), s.fill, device=self.device,
+                                 dtype=s.dtype or torch.float32)
                       for s in self.specs]
         self.slot_of: dict[int, int] = {}
         self._free = list(range(max_streams - 1, -1, -1))
@@ -64,8 +65,8 @@ class SlotStreamingBackend(StreamingEncoderBackend):
             raise RuntimeError(f"all {self.max_streams} slots are in use; free a stream or "
                                "build the backend with a larger max_streams")
         slot = self._free.pop()
-        for c in self.cache:
-            c[slot].zero_()
+        for c, fill in zip(self.cache, self._fills):
+            c[slot].fill_(fill)
         self.slot_of[stream_id] = slot
 
     def free(self, stream_id: int) -> None:
@@ -80,7 +81,8 @@ class SlotStreamingBackend(StreamingEncoderBackend):
         out, out_lens, new = self.encoder.streaming_forward(chunks, lens, states)
         for c, d, n in zip(self.cache, self._dims, new):
             c.index_copy_(0, idx, n.movedim(d, 0).to(c.dtype))
-            c[self.pad_lane].zero_()
+        for c, fill in zip(self.cache, self._fills):
+            c[self.pad_lane].fill_(fill)
         return out, out_lens
 
     def forward_step(self, stream_ids: list[int], chunks: torch.Tensor,

@@ -36,7 +36,7 @@ class StatefulStreamingBackend(StreamingEncoderBackend):
         self.device = torch.device(device) if device is not None else None
         self.states: dict[int, list[torch.Tensor]] = {}
         specs = getattr(self.encoder, "slot_state_specs", None)
-        self._batch_dims = [getattr(s, "batch_dim", 0) for s in specs] if specs else None
+        self._batch_dims = [s.batch_dim for s in specs] if specs else None
 
     def allocate(self, stream_id: int) -> None:
         if stream_id in self.states:

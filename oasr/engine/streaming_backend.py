@@ -7,34 +7,21 @@ chunk_lens)`` for one chunk of every stream in a cohort (one batched forward), `
 when it ends.
 
 Built in: ``stateful`` (``oasr.engine.stateful_backend``: a list of state tensors per stream,
-for any encoder with ``get_streaming_init_states`` / ``streaming_forward``) and ``slot``
-(``oasr.engine.slot_backend``: fixed-extent states declared by ``slot_state_specs`` in a slot
-cache, CUDA-graph captured per power-of-two width). ``paged`` is not served yet: an encoder
-declaring it gets an error naming the gap.
+for any encoder with ``get_streaming_init_states`` / ``streaming_forward``), ``slot``
+(``oasr.engine.slot_backend``: fixed-extent states declared by ``slot_state_specs``
+(``oasr.models.base.StreamingStateSpec``) in a slot cache, CUDA-graph captured per
+power-of-two width) and ``paged``
+(``oasr.engine.paged_backend``: attention K/V growing in a paged pool, windowed, beside the
+declared ``streaming_state_specs``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from oasr.registry import Registry
-
-
-@dataclass(frozen=True)
-class SlotStateSpec:
-    """One fixed-extent per-stream state tensor of a ``slot`` encoder.
-
-    shape: the tensor's shape for one stream, without the batch axis; batch_dim: where the
-    encoder's ``streaming_forward`` expects the batch axis in the state it is handed; the slot
-    cache stores it slot-major and moves the axis. Zero is the initial state.
-    """
-
-    shape: tuple[int, ...]
-    batch_dim: int = 0
-    dtype: torch.dtype = torch.float32
 
 
 def streaming_encoder(model: Any) -> Any:
@@ -65,6 +52,7 @@ STREAMING_BACKENDS: Registry[type[StreamingEncoderBackend]] = Registry(
 )
 STREAMING_BACKENDS.register("stateful", "oasr.engine.stateful_backend:StatefulStreamingBackend")
 STREAMING_BACKENDS.register("slot", "oasr.engine.slot_backend:SlotStreamingBackend")
+STREAMING_BACKENDS.register("paged", "oasr.engine.paged_backend:PagedStreamingBackend")
 
 
 def register_streaming_backend(name: str):
@@ -81,7 +69,7 @@ def build_streaming_backend(model: Any, **kwargs: Any) -> StreamingEncoderBacken
     Raises:
         ValueError: the kind is ``"none"``, the encoder's declaration is inconsistent with its
             kind (``oasr.models.base.check_streaming_declaration``), naming what it lacks, or
-            the kind's runtime is not built (``paged``).
+            no runtime is registered under the kind.
     """
     from oasr.models.base import check_streaming_declaration
 
@@ -96,8 +84,4 @@ def build_streaming_backend(model: Any, **kwargs: Any) -> StreamingEncoderBacken
     if problems:
         raise ValueError(f"{type(encoder).__name__} declares streaming_kind={kind!r} "
                          f"but lacks: {'; '.join(problems)}")
-    if kind == "paged" and kind not in STREAMING_BACKENDS:
-        raise ValueError(
-            f"{type(model).__name__} declares streaming_kind='paged', whose runtime (K/V growing "
-            "in the paged pool) is not built yet; only 'stateful' and 'slot' are served")
     return STREAMING_BACKENDS.get(kind)(model, **kwargs)

@@ -9,7 +9,9 @@ Per row:
    with zero padding;
 3. Slaney-normalized Slaney-scale mel filters from 0 Hz to Nyquist, ``log(mel + 2^-24)``;
 4. per-feature normalization over the row's valid frames (``length // hop`` of them):
-   ``(x - mean) / (std + 1e-5)`` with the unbiased std, and padded frames zeroed.
+   ``(x - mean) / (std + 1e-5)`` with the unbiased std, and padded frames zeroed
+   (``params['normalize'] = 'none'``: no normalization, padded frames zeroed; Nemotron's
+   cache-aware checkpoints read the raw log-mels).
 
 Output (B, T // hop + 1, n_mels) fp32 and the valid frame counts; the per-utterance
 normalization reads the whole row, so this frontend does not stream.
@@ -50,6 +52,13 @@ def _geometry(config: FeatureConfig) -> tuple[int, int, int, float]:
     return n_fft, hop, win, pre
 
 
+def _normalize(config: FeatureConfig) -> str:
+    mode = str(config.params.get("normalize", "per_feature"))
+    if mode not in ("per_feature", "none"):
+        raise ValueError(f"parakeet_logmel normalize={mode!r} (valid: per_feature, none)")
+    return mode
+
+
 def parakeet_logmel(waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T) float waveforms, (B,) valid samples -> ((B, T // hop + 1, n_mels) fp32, (B,))."""
@@ -75,6 +84,8 @@ def parakeet_logmel(waveforms: torch.Tensor, lengths: torch.Tensor, config: Feat
         feats = torch.log(mel + LOG_GUARD)  # (B, frames, n_mels)
         n = torch.div(lengths, hop, rounding_mode="floor")
         keep = (torch.arange(feats.shape[1], device=device)[None, :] < n[:, None])[..., None]
+        if _normalize(config) == "none":
+            return feats * keep, n
         masked = feats * keep
         count = n.clamp_min(1).to(torch.float32)[:, None, None]
         mean = masked.sum(dim=1, keepdim=True) / count
@@ -87,7 +98,7 @@ PARAKEET_LOGMEL = ExtractorSpec(
     kind="parakeet_logmel",
     fn=parakeet_logmel,
     framing=None,  # per-utterance normalization reads the whole row
-    defaults={"n_fft": 512, "preemphasis": 0.97},
+    defaults={"n_fft": 512, "preemphasis": 0.97, "normalize": "per_feature"},
     doc=("NeMo / Parakeet log-mel: 0.97 pre-emphasis, 25 ms symmetric Hann in a 512-point STFT "
          "every 10 ms, Slaney mels, log(x + 2^-24), per-utterance per-feature normalization."),
 )

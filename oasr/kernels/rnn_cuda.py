@@ -48,9 +48,10 @@ def supports(x: torch.Tensor, *rest: object) -> bool:
     return 1 <= weights[0][1].shape[1] <= MAX_HIDDEN
 
 
-# parameter -> (its version, the transposed fp32 copy); weak keys, so a freed parameter's
-# entry goes with it (an address can be reused by another module's weights)
-_W_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# id(parameter) -> (a weak reference to it, its version, the transposed fp32 copy). Keyed by
+# identity (tensors do not hash by value) and checked against the live object, so weights
+# freed and reallocated at the same address, or reusing an id, are never served stale.
+_W_CACHE: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
 
 
 def _w_hh_t(w_hh: torch.Tensor) -> torch.Tensor:
@@ -58,11 +59,12 @@ def _w_hh_t(w_hh: torch.Tensor) -> torch.Tensor:
     per emitted token; the transpose is not redone each time)."""
     # inference tensors (weights loaded under inference_mode) carry no version counter
     version = -1 if w_hh.is_inference() else w_hh._version
-    hit = _W_CACHE.get(w_hh)
-    if hit is not None and hit[0] == version:
-        return hit[1]
+    key = id(w_hh)
+    hit = _W_CACHE.get(key)
+    if hit is not None and hit[0]() is w_hh and hit[1] == version:
+        return hit[2]
     t = w_hh.detach().float().t().contiguous()
-    _W_CACHE[w_hh] = (version, t)
+    _W_CACHE[key] = (weakref.ref(w_hh, lambda _, k=key: _W_CACHE.pop(k, None)), version, t)
     return t
 
 

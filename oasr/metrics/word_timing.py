@@ -24,6 +24,8 @@ class BoundaryError:
     true_end: float
     start: float | None  # the first matched word's start; None when nothing matched
     end: float | None
+    first_word: str | None = None  # the hypothesis words those times are from
+    last_word: str | None = None
 
     @property
     def start_error(self) -> float:
@@ -112,5 +114,6 @@ def boundary_errors(words: Sequence[Any], segments: Sequence[Mapping[str, Any]],
         start = timed[first[u]][1] if u in first else None
         end = timed[last[u]][2] if u in last else None
         result.append(BoundaryError(str(seg["id"]), float(seg["start"]), float(seg["end"]),
-                                    start, end))
+                                    start, end, timed[first[u]][0] if u in first else None,
+                                    timed[last[u]][0] if u in last else None))
     return TimingReport(result)

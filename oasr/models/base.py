@@ -45,7 +45,7 @@ STREAMING_KINDS = ("paged", "slot", "stateful", "none")
 
 # The members each streaming kind needs on the encoder.
 STREAMING_SURFACE: dict[str, tuple[str, ...]] = {
-    "paged": ("forward_chunk_paged",),
+    "paged": ("forward_chunk_paged", "output_lengths"),
     "slot": ("get_streaming_init_states", "streaming_forward"),
     "stateful": ("get_streaming_init_states", "streaming_forward"),
     "none": (),
@@ -54,13 +54,19 @@ STREAMING_SURFACE: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class StreamingStateSpec:
-    """One fixed-extent per-stream tensor an encoder carries across chunks.
+    """One fixed-extent per-stream tensor an encoder carries across chunks: the one declaration
+    type of both ``streaming_state_specs`` (beside paged K/V) and ``slot_state_specs`` (a whole
+    slot cache).
 
-    shape: per stream (no batch axis); dtype: ``None`` for the model's; fill: its initial value.
+    shape: per stream (no batch axis); name: what it is (for messages); batch_dim: where the
+    encoder's ``streaming_forward`` expects the batch axis in the state it is handed (a slot
+    cache stores every state slot-major and moves the axis); dtype: ``None`` for float32;
+    fill: its initial value.
     """
 
-    name: str
     shape: tuple[int, ...]
+    name: str = ""
+    batch_dim: int = 0
     dtype: torch.dtype | None = None
     fill: float = 0.0
 

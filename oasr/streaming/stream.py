@@ -32,6 +32,9 @@ class StreamOptions:
     max_buffer_s: a buffer longer than this is cut at its last committed word, whatever it is.
     detector: builds the stream's speech detector from the model's sample rate.
     language / task: passed to the model (Whisper).
+    chunk_frames / left_chunks: a chunk-wise encoder's decoding chunk (encoder frames) and
+        left window in chunks (-1: every earlier frame); ``None``: the model's declaration.
+    max_streams: streams a chunk-wise runtime holds at once.
     """
 
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
@@ -42,6 +45,9 @@ class StreamOptions:
     detector: Callable[[int], FrameSpeechDetector] = EnergySpeechDetector
     language: str | None = None
     task: str | None = None
+    chunk_frames: int | None = None
+    left_chunks: int | None = None
+    max_streams: int = 64
 
     def validate(self, window_s: float | None) -> None:
         if not 0 < self.step_s <= self.max_step_s:

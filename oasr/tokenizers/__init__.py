@@ -13,6 +13,7 @@ TOKENIZERS.register("huggingface", "oasr.tokenizers.huggingface:HuggingFaceToken
 TOKENIZERS.register("whisper", "oasr.tokenizers.whisper:WhisperTokenizer")
 TOKENIZERS.register("symbol_table", "oasr.tokenizers.symbol_table:SymbolTableTokenizer")
 TOKENIZERS.register("sentencepiece", "oasr.tokenizers.sentencepiece:SentencePieceTokenizer")
+TOKENIZERS.register("funasr_char", "oasr.tokenizers.funasr_char:FunasrCharTokenizer")
 
 
 def register_tokenizer(kind: str):

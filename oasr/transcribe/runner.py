@@ -193,6 +193,10 @@ class Transcriber:
         self.resumes = resumes_from_timestamps(engine)
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
+        # Rows leave in input order: ids in the order they started, and finished rows that
+        # wait on an earlier one. Bounded, since no row starts while ``max_active`` wait.
+        self._started: deque[str] = deque()
+        self._held: dict[str, list[tuple[OutputRow, str | None]]] = {}
         self._queue: deque[Request] = deque()  # windows to hand the engine
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
@@ -336,11 +340,12 @@ class Transcriber:
             if self._queue:
                 yield self._queue.popleft()
             elif (not self._rows_done and len(self.active) < self.max_active
-                  and len(self.ready) < self.max_active):
+                  and len(self.ready) + self._waiting() < self.max_active):
                 row = next(self._rows, None)
                 if row is None:
                     self._rows_done = True
                 else:
+                    self._started.append(row.id)
                     self._start(row)
             elif self.active:
                 yield None
@@ -360,9 +365,28 @@ class Transcriber:
             if self._rows_done and not self.active and not self._queue:
                 return
 
+    def _waiting(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
     def _drain(self) -> Iterator[tuple[OutputRow, str | None]]:
+        """Finished rows in input order: a row that finished before an earlier one waits."""
         ready, self.ready = self.ready, []
-        yield from ready
+        for out, ref in ready:
+            self._held.setdefault(out.id, []).append((out, ref))
+        while self._started and self._started[0] in self._held:
+            row_id = self._started.popleft()
+            waiting = self._held[row_id]
+            yield waiting.pop(0)
+            if not waiting:
+                del self._held[row_id]
+
+    def take_unreleased(self) -> list[tuple[OutputRow, str | None]]:
+        """Every finished row not yet yielded (waiting on an earlier row, or not drained),
+        for a run that stops early to write; out of input order."""
+        rows = [entry for waiting in self._held.values() for entry in waiting] + self.ready
+        self._held.clear()
+        self.ready = []
+        return rows
 
 
 def resumes_from_timestamps(engine: ASREngine) -> bool:
@@ -379,7 +403,9 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
                on_row: Callable[[OutputRow, RunStats], Any] | None = None,
                transcriber: Transcriber | None = None) -> RunStats:
     """Transcribe every row not already in ``writer``'s output; returns the run's figures.
-    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``)."""
+    ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``). A run that
+    stops early (an exception, Ctrl-C) writes the rows it had finished but not yet released
+    before aborting the writer."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -393,9 +419,9 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
             yield row
 
     start, dispatched = time.perf_counter(), ops.snapshot()
+    runner = transcriber or Transcriber(engine, options)
     try:
         on_output = getattr(writer, "flush_if_due", None)
-        runner = transcriber or Transcriber(engine, options)
         runner.on_output = on_output
         for out, ref in runner.run(todo()):
             writer.write(out)
@@ -404,7 +430,12 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
             if on_row is not None:
                 on_row(out, stats)
     except BaseException:
-        writer.abort()
+        try:
+            # Finished work is kept (a rerun skips it), out of input order.
+            for out, _ in runner.take_unreleased():
+                writer.write(out)
+        finally:
+            writer.abort()  # the run's own exception goes on either way
         raise
     stats.dispatch = ops.counts_since(dispatched)
     ops.record_dispatch(writer.metadata, stats.dispatch)

@@ -50,18 +50,26 @@ class StreamingVadPool:
     def close(self, stream_id: str) -> None:
         del self.streams[stream_id]
 
-    def step(self, chunks: dict[str, torch.Tensor]) -> dict[str, list[EndpointEvent]]:
-        """chunks: stream id -> (n,) samples, one length for the cohort -> events per stream."""
+    def probabilities(self, chunks: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """chunks: stream id -> (n,) samples, one length for the cohort -> per stream the (F,)
+        speech probability of each detector frame; one batched detector call, states kept."""
         ids = list(chunks)
         if not ids:
             return {}
         batch = torch.stack([chunks[i] for i in ids])
         state = self.detector.stack_states([self.streams[i].state for i in ids])
         probs, state = self.detector.detect_streaming(batch, state, self.sample_rate)
-        events = {}
+        out = {}
         for i, sid, st in zip(range(len(ids)), ids, self.detector.unstack_states(state)):
+            self.streams[sid].state = st
+            out[sid] = probs[i].float().cpu()
+        return out
+
+    def step(self, chunks: dict[str, torch.Tensor]) -> dict[str, list[EndpointEvent]]:
+        """chunks: stream id -> (n,) samples, one length for the cohort -> events per stream."""
+        events = {}
+        for sid, p in self.probabilities(chunks).items():
             stream = self.streams[sid]
-            stream.state = st
-            stream.probs.append(probs[i].cpu())
-            events[sid] = stream.endpointer.feed(probs[i].float().cpu().numpy())
+            stream.probs.append(p)
+            events[sid] = stream.endpointer.feed(p.numpy())
         return events

@@ -24,6 +24,9 @@ class PagedEncoder(BaseEncoder):
     def forward_chunk_paged(self, *args):
         return args
 
+    def output_lengths(self, lengths):
+        return lengths
+
 
 class HollowPagedEncoder(BaseEncoder):
     streaming_kind = "paged"  # claims a kind it has no chunk forward for
@@ -38,6 +41,9 @@ def test_none_and_an_inconsistent_declaration_are_refused():
 
 
 def test_a_consistent_encoder_gets_the_backend_of_its_kind():
+    real = STREAMING_BACKENDS.get("paged")  # the built-in one stands aside for the test
+    STREAMING_BACKENDS.unregister("paged")
+
     @register_streaming_backend("paged")
     class Fake(StreamingEncoderBackend):
         pass
@@ -48,3 +54,4 @@ def test_a_consistent_encoder_gets_the_backend_of_its_kind():
         assert isinstance(backend, Fake) and backend.model is model
     finally:
         STREAMING_BACKENDS.unregister("paged")
+        STREAMING_BACKENDS.register("paged", real)

@@ -7,11 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from oasr.engine.streaming_backend import (
-    STREAMING_BACKENDS,
-    SlotStateSpec,
-    build_streaming_backend,
-)
+from oasr.engine.streaming_backend import STREAMING_BACKENDS, build_streaming_backend
+from oasr.models.base import StreamingStateSpec
 
 F, C, K, L, T = 6, 8, 3, 5, 4  # features, channels, conv kernel, left window, chunk frames
 
@@ -23,8 +20,8 @@ class TinyCausalEncoder(nn.Module):
 
     streaming_kind = "stateful"
     streaming_pad_value = 0.0
-    slot_state_specs = [SlotStateSpec((K - 1, C)), SlotStateSpec((L, C), batch_dim=1),
-                        SlotStateSpec((L, C), batch_dim=1), SlotStateSpec((L,))]
+    slot_state_specs = [StreamingStateSpec((K - 1, C)), StreamingStateSpec((L, C), batch_dim=1),
+                        StreamingStateSpec((L, C), batch_dim=1), StreamingStateSpec((L,))]
 
     def __init__(self) -> None:
         super().__init__()
@@ -148,7 +145,7 @@ def test_declarations_are_checked() -> None:
 
     paged = Paged()
     paged.streaming_kind = "paged"
-    with pytest.raises(ValueError, match="not built yet"):
+    with pytest.raises(ValueError, match="lacks: output_lengths"):
         build_streaming_backend(paged)
 
     class NoApi(nn.Module):

@@ -1,7 +1,7 @@
 """The upstream oracle: PyPI ``zipformer`` (icefall's code), imported with stubs.
 
 The package imports ``atdataset`` (training-time data loading), ``torchaudio`` (its CLI's
-audio loading) and TensorBoard at module
+audio loading), ``kaldialign`` / ``kaldifst`` (WER scoring, n-gram LM) and TensorBoard at module
 level; neither is used by the model's forward or by the searches, so stub modules stand in
 for them in ``sys.modules`` before the import. ``oracle()`` returns ``None`` when the package
 is absent, and tests skip naming the install command (``ORACLE_MISSING``).
@@ -38,6 +38,10 @@ def oracle() -> types.SimpleNamespace | None:
     _stub("atdataset", SpecAugment=_unused, time_warp=_unused, fix_random_seed=_unused,
           ATDataloader=_unused, Fbank=_unused)
     _stub("torchaudio", load=_unused, info=_unused)
+    # WER alignment and the n-gram LM's FST: imported at module level, used by neither the
+    # model nor the searches the oracle tests call.
+    _stub("kaldialign", align=_unused, edit_distance=_unused)
+    _stub("kaldifst", StdVectorFst=_unused, StdConstFst=_unused)
     if importlib.util.find_spec("tensorboard") is None:
         board = types.ModuleType("torch.utils.tensorboard")
         board.SummaryWriter = _unused  # type: ignore[attr-defined]

@@ -34,6 +34,29 @@ def test_registered_for_the_recurrent_ops() -> None:
                                  "lstm", 1)
 
 
+def test_transposed_weight_cache_follows_the_parameter() -> None:
+    """The kernel's W_hh^T cache (device-independent): reused for the same parameter, redone
+    after an in-place change, distinct per module, dropped with the parameter, and usable with
+    inference tensors."""
+    import gc
+
+    a, b = LSTM(4, 8), LSTM(4, 8)
+    wa = rnn_cuda._w_hh_t(a.weight_hh_l0)
+    assert rnn_cuda._w_hh_t(a.weight_hh_l0) is wa
+    torch.testing.assert_close(wa, a.weight_hh_l0.detach().t())
+    torch.testing.assert_close(rnn_cuda._w_hh_t(b.weight_hh_l0), b.weight_hh_l0.detach().t())
+    with torch.no_grad():
+        a.weight_hh_l0.mul_(2.0)
+    torch.testing.assert_close(rnn_cuda._w_hh_t(a.weight_hh_l0), a.weight_hh_l0.detach().t())
+    n = len(rnn_cuda._W_CACHE)
+    del a
+    gc.collect()
+    assert len(rnn_cuda._W_CACHE) == n - 1
+    with torch.inference_mode():
+        c = LSTM(4, 8)
+        torch.testing.assert_close(rnn_cuda._w_hh_t(c.weight_hh_l0), c.weight_hh_l0.t())
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_library_compiles_for_hopper(tmp_path, monkeypatch) -> None:
     from oasr.kernels import jit

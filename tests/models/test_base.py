@@ -128,7 +128,8 @@ def test_streaming_kind_is_checked_at_definition_and_against_the_surface():
 
     assert check_streaming_declaration(BaseEncoder()) == []
     assert check_streaming_declaration(Paged()) == [
-        "forward_chunk_paged (streaming_kind='paged' needs it)"]
+        "forward_chunk_paged (streaming_kind='paged' needs it)",
+        "output_lengths (streaming_kind='paged' needs it)"]
     assert check_streaming_declaration(Slot()) == [
         "slot_state_specs (a slot cache declares its tensors)"]
     enc = BaseEncoder()

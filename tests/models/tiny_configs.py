@@ -86,10 +86,55 @@ def tiny_qwen2_audio() -> tuple[Any, Exercise]:
     return cfg, exercise
 
 
+def tiny_zipformer() -> tuple[Any, Exercise]:
+    from oasr.models.zipformer.config import ZipformerConfig
+
+    cfg = ZipformerConfig(
+        feature_dim=20, downsampling_factor=(1, 2), encoder_dim=(16, 24),
+        num_encoder_layers=1, query_head_dim=8, pos_head_dim=4, value_head_dim=4, num_heads=2,
+        feedforward_dim=32, cnn_module_kernel=5, pos_dim=16, layer1_channels=4,
+        layer2_channels=8, layer3_channels=16, vocab_size=12, use_ctc=True,
+        decoder_dim=16, joiner_dim=16,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 41, cfg.feature_dim)
+        lens = torch.tensor([41, 30])
+        model.forward_offline(feats, lens)
+        hidden, _ = model.encode_offline(feats, lens)
+        state = model.predictor.init_state(2, hidden.device)
+        dec = model.joiner.project_decoder(model.predictor.predict(state))
+        return model.joiner(model.joiner.project_encoder(hidden[:, 0]), dec)
+
+    return cfg, exercise
+
+
+# -- paraformer (issue 20) -----------------------------------------------------------------
+def tiny_paraformer() -> tuple[Any, Exercise]:
+    from oasr.models.paraformer.config import ParaformerConfig
+
+    cfg = ParaformerConfig(
+        input_dim=16, vocab_size=12, d_model=16, encoder_layers=2, encoder_heads=2,
+        encoder_linear_units=24, encoder_kernel_size=3, decoder_layers=2, decoder_att_layers=1,
+        decoder_heads=2, decoder_linear_units=24, decoder_kernel_size=3,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        feats = torch.randn(2, 13, cfg.input_dim)
+        hidden, lens = model.encode_offline(feats, torch.tensor([13, 9]))
+        cif = model.predict(hidden, lens)
+        return model.nar_decode(cif, hidden, lens)
+
+    return cfg, exercise
+
+
 TINY_CONFIGS: dict[str, Callable[[], tuple[Any, Exercise]]] = {
     "whisper": tiny_whisper,
     "conformer": tiny_conformer,
     "qwen2_audio": tiny_qwen2_audio,
+    # zipformer (issue 18)
+    "zipformer": tiny_zipformer,
+    "paraformer": tiny_paraformer,
 }
 
 
@@ -136,3 +181,29 @@ def _tiny_fastconformer(head: str) -> tuple[Any, Exercise]:
 TINY_CONFIGS["parakeet_ctc"] = lambda: _tiny_fastconformer("ctc")
 TINY_CONFIGS["parakeet_rnnt"] = lambda: _tiny_fastconformer("rnnt")
 TINY_CONFIGS["parakeet_tdt"] = lambda: _tiny_fastconformer("tdt")
+
+
+# -- Nemotron streaming (cache-aware FastConformer RNN-T) ------------------------------------
+def _tiny_nemotron_streaming() -> tuple[Any, Exercise]:
+    from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
+
+    cfg = NemotronStreamingConfig(
+        num_mel_bins=16, d_model=16, layers=1, heads=2, ff_dim=24, conv_kernel=3,
+        subsampling_channels=4, vocab_size=12, blank_id=11, pred_hidden=8, pred_layers=1,
+        left_context=4, lookahead=1,
+    )
+
+    def exercise(model: nn.Module) -> Any:
+        from oasr.engine.decode.transducer_search import greedy_search
+
+        feats = torch.randn(2, 41, cfg.num_mel_bins)
+        hidden, hidden_lens = model.encode_offline(feats, torch.tensor([41, 25]))
+        state = model.init_stream_cache(1)
+        first, state = model.encode_chunk(feats[:1, :cfg.first_chunk_features()], state)
+        return (greedy_search(model.predictor, model.joiner, hidden, hidden_lens,
+                              max_sym_per_frame=2), first)
+
+    return cfg, exercise
+
+
+TINY_CONFIGS["nemotron_streaming"] = _tiny_nemotron_streaming

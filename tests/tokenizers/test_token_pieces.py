@@ -288,7 +288,28 @@ def test_sentencepiece_contract(sentencepiece_model: Path, monkeypatch: pytest.M
     assert "".join(tok.token_pieces(ids)) == expected
 
 
+# -- funasr_char --------------------------------------------------------------------------------
+def test_funasr_char_contract(tmp_path: Path) -> None:
+    import json
+
+    tokens = ["<blank>", "<s>", "</s>", "你", "好", "世", "界", "he@@", "llo", "wor@@", "ld",
+              "it's", "3", "<unk>"]
+    (tmp_path / "tokens.json").write_text(json.dumps(tokens), encoding="utf-8")
+    tok = build_tokenizer(TokenizerSpec("funasr_char", {"tokens": "tokens.json"}), tmp_path)
+    # ids written out: encode does not split words into "@@" pieces
+    encoded = [[7, 8, 9, 10], [3, 4, 5, 6], [11, 12, 3, 4, 9, 10], [1, 7, 8, 2, 0]]
+
+    @FAST
+    @given(_sequences(st.integers(0, tok.vocab_size - 1), encoded))
+    def check(ids: list[int]) -> None:
+        pieces = check_contract(tok, ids)
+        for k in range(len(ids)):  # piece-local: every prefix is its pieces
+            assert "".join(pieces[: k + 1]) == tok.decode(ids[: k + 1])
+
+    check()
+
+
 # -- every registered kind is covered here -----------------------------------------------------
 def test_every_kind_is_covered() -> None:
-    covered = {"huggingface", "whisper", "symbol_table", "sentencepiece"}
+    covered = {"huggingface", "whisper", "symbol_table", "sentencepiece", "funasr_char"}
     assert set(TOKENIZERS.names()) == covered

@@ -479,6 +479,36 @@ def test_rows_are_streamed_not_accumulated(tiny_engine, clips, tmp_path):
     assert all(len(v) <= 5 for v in per_row), per_row
 
 
+def test_rows_leave_in_input_order_whatever_order_they_finish(tiny_engine, clips, tmp_path):
+    """Error rows finish at once and recordings finish in batches, so completion order is
+    shuffled; the rows still reach the output (JSONL included) in input order."""
+    finished: list[str] = []
+
+    class Recording(Transcriber):
+        def _drain(self):
+            finished.extend(out.id for out, _ref in self.ready)
+            yield from super()._drain()
+
+    rows = [ManifestRow(id=f"bad{k}", audio=None, error="no audio", source=f"r{k}")
+            if k % 3 == 2 else ManifestRow(id=f"r{k}", audio=str(clips[k % 4]), source=f"r{k}")
+            for k in range(24)]
+    transcriber = Recording(tiny_engine, TranscribeOptions(inputs=[]), max_active=4)
+    written = [out.id for out, _ref in transcriber.run(iter(rows))]
+    wanted = [r.id for r in rows]
+    assert finished != wanted and sorted(finished) == sorted(wanted)  # shuffled completion
+    assert written == wanted
+    assert not transcriber._held and not transcriber._started
+
+    manifest = jsonl(tmp_path / "m.jsonl",
+                     [{"id": f"u{k}", "audio": str(clips[k % 4]) if k % 3 else "missing.wav"}
+                      for k in range(12)])
+    out = tmp_path / "o.jsonl"
+    transcribe(tiny_engine, TranscribeOptions(inputs=[str(manifest)]),
+               OutputWriter(out, "jsonl"))
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert ids == [f"u{k}" for k in range(12)]
+
+
 def test_repetition_is_reported_and_counted(tiny_engine, clips, tmp_path, monkeypatch):
     manifest = jsonl(tmp_path / "m.jsonl", [{"id": "loop", "audio": str(clips[0])},
                                             {"id": "fine", "audio": str(clips[1])}])

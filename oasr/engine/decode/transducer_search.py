@@ -49,15 +49,27 @@ def greedy_search(predictor: Any, joiner: Any, hidden: torch.Tensor, lengths: to
     _check(hidden, lengths)
     if max_sym_per_frame < 1:
         raise ValueError(f"max_sym_per_frame must be >= 1, got {max_sym_per_frame}")
-    blank = predictor.blank_id
-    unk = blank if unk_id is None else unk_id
     batch, device = hidden.shape[0], hidden.device
-    enc = joiner.project_encoder(hidden)
     state = predictor.init_state(batch, device)
     dec = joiner.project_decoder(predictor.predict(state))
-    lengths = lengths.to(device)
     hyps = [TransducerHypothesis([]) for _ in range(batch)]
-    for t in range(int(lengths.max().item()) if batch else 0):
+    greedy_frames(predictor, joiner, hidden, lengths, state, dec, hyps, 0, max_sym_per_frame,
+                  unk_id)
+    return hyps
+
+
+def greedy_frames(predictor: Any, joiner: Any, hidden: torch.Tensor, lengths: torch.Tensor,
+                  state: Any, dec: torch.Tensor, hyps: list[TransducerHypothesis],
+                  frame0: int, max_sym_per_frame: int, unk_id: int | None = None
+                  ) -> tuple[Any, torch.Tensor]:
+    """Greedy over ``hidden`` (B, T, C_enc) from the predictor ``state`` and its projected
+    output ``dec``, appending to ``hyps`` (frames counted from ``frame0``) -> the state and
+    ``dec`` after the last frame, so a stream continues where a chunk ended."""
+    blank = predictor.blank_id
+    unk = blank if unk_id is None else unk_id
+    enc = joiner.project_encoder(hidden)
+    lengths = lengths.to(hidden.device)
+    for t in range(int(lengths.max().item()) if hidden.shape[0] else 0):
         live = lengths > t
         for _ in range(max_sym_per_frame):
             logits = joiner(enc[:, t], dec)
@@ -70,14 +82,14 @@ def greedy_search(predictor: Any, joiner: Any, hidden: torch.Tensor, lengths: to
             for i, post in zip(rows.tolist(), posts.flatten().tolist()):
                 tok = int(best[i])
                 hyps[i].tokens.append(tok)
-                hyps[i].frames.append(t)
+                hyps[i].frames.append(frame0 + t)
                 hyps[i].probs.append(post)
                 hyps[i].score += float(logits[i, tok])
             state = predictor.advance(state, best, emitted)
             dec = torch.where(emitted.unsqueeze(1), joiner.project_decoder(
                 predictor.predict(state)), dec)
             live = emitted
-    return hyps
+    return state, dec
 
 
 def _add(beam: dict[tuple[int, ...], list[Any]], ys: tuple[int, ...], logp: torch.Tensor,

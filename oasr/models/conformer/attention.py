@@ -12,6 +12,7 @@ position term as the additive bias; the decoder's attentions are the waist's ``A
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -20,6 +21,9 @@ from oasr.layers.attention import Attention
 from oasr.layers.linear import Linear
 from oasr.layers.matmul import bmm
 from oasr.layers.softmax import MaskedSoftmax
+
+if TYPE_CHECKING:
+    from oasr.cache.paged_stream import ChunkKv
 
 __all__ = ["MultiHeadedAttention", "RelPositionMultiHeadedAttention"]
 
@@ -91,6 +95,36 @@ class RelPositionMultiHeadedAttention(_Projections):
         position = bmm(q_v, p.transpose(1, 2)).view(h, b, t, t).transpose(0, 1)
         probs = self.softmax(content * scale, position * scale, key_mask, chunk_mask)
         out = bmm(probs.reshape(b * h, t, t), v.reshape(b * h, t, d)).view(b, h, t, d)
+        return self.merge(out)
+
+    def forward_paged(self, x: torch.Tensor, layer: int, kv: ChunkKv,
+                      key_pos: torch.Tensor) -> torch.Tensor:
+        """One chunk against the stream's paged keys (WeNet's ``forward_chunk``).
+
+        Args:
+            x: (B, t, C) normed chunk; its K/V are written to ``kv`` first, so the chunk's
+                queries see the left window and the whole chunk.
+            layer: this block's index in the pool.
+            kv: the cohort's ``oasr.cache.paged_stream.ChunkKv``.
+            key_pos: (B, S, C) the sinusoid at every key slot's absolute frame.
+
+        Returns:
+            (B, t, C).
+        """
+        b, t, _ = x.shape
+        h, d = self.heads, self.head_dim
+        q = self.linear_q(x).view(b, t, h, d)
+        kv.write(layer, self.split(self.linear_k(x)), self.split(self.linear_v(x)))
+        k, v = kv.keys(layer)  # (B, H, S, D)
+        s = k.shape[2]
+        p = self.linear_pos(key_pos).view(b, s, h, d).transpose(1, 2)  # (B, H, S, D)
+        scale = 1.0 / math.sqrt(d)
+        q_u = (q + self.pos_bias_u).transpose(1, 2).reshape(b * h, t, d)
+        q_v = (q + self.pos_bias_v).transpose(1, 2).reshape(b * h, t, d)
+        content = bmm(q_u, k.reshape(b * h, s, d).transpose(1, 2)).view(b, h, t, s)
+        position = bmm(q_v, p.reshape(b * h, s, d).transpose(1, 2)).view(b, h, t, s)
+        probs = self.softmax(content * scale, position * scale, kv.key_mask(), None)
+        out = bmm(probs.reshape(b * h, t, s), v.reshape(b * h, s, d)).view(b, h, t, d)
         return self.merge(out)
 
 

@@ -26,11 +26,12 @@ class FastConformerModel(BaseAsrModel):
 
     encoder: FastConformerEncoder
     config: FastConformerConfig
+    encoder_cls: type = FastConformerEncoder
 
     def __init__(self, cfg: FastConformerConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.encoder = FastConformerEncoder(cfg)
+        self.encoder = self.encoder_cls(cfg)
 
     def encode_offline(self, features: torch.Tensor, lengths: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:

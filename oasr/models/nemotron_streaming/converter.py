@@ -1,0 +1,124 @@
+"""transformers' ``NemotronAsrStreamingForRNNT`` folders -> ``nemotron_streaming``.
+
+``config.json`` (``model_type: nemotron_asr_streaming``) + ``model.safetensors``. The block and
+transducer names are Parakeet's (``oasr.models.fastconformer.converters``); the subsampling is
+``conv_in`` + ``layers.N.{depthwise,pointwise}_conv``; ``sliding_window - 1`` is the cached
+left context and ``default_num_lookahead_tokens`` the default right context. The features are
+Parakeet's log-mel without normalisation (``preprocessor_config.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from oasr.features.spec import FeatureConfig
+from oasr.models.converter import MappedWeights, load_hf_weights, read_json
+from oasr.models.fastconformer import converters as parakeet
+from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
+
+__all__ = ["HfNemotronStreamingConverter"]
+
+_MODEL_TYPE = "nemotron_asr_streaming"
+_STAGE = re.compile(r"^encoder\.subsampling\.layers\.(\d+)\.(depthwise|pointwise)_conv\."
+                    r"(weight|bias)$")
+
+
+def _map_subsampling(name: str) -> str | None:
+    if name.startswith("encoder.subsampling.conv_in."):
+        return "encoder.subsampling.convs.0." + name.rsplit(".", 1)[1]
+    m = _STAGE.match(name)
+    if m:
+        idx = 1 + 2 * int(m.group(1)) + (1 if m.group(2) == "pointwise" else 0)
+        return f"encoder.subsampling.convs.{idx}.{m.group(3)}"
+    return None
+
+
+class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
+    architecture = "nemotron_streaming"
+    config_class = "oasr.models.nemotron_streaming.config:NemotronStreamingConfig"
+
+    @property
+    def looks_for(self) -> str:  # type: ignore[override]
+        return f"config.json with model_type '{_MODEL_TYPE}' beside model.safetensors"
+
+    def detect(self, path: Path) -> bool:
+        path = Path(path)
+        if not path.is_dir() or not parakeet.has_hf_weights(path):
+            return False
+        cfg = read_json(path / "config.json")
+        return bool(cfg) and cfg.get("model_type") == _MODEL_TYPE
+
+    def build_config(self, path: Path) -> NemotronStreamingConfig:
+        path = Path(path)
+        cfg = read_json(path / "config.json")
+        if not cfg or cfg.get("model_type") != _MODEL_TYPE:
+            raise ValueError(f"{path}/config.json is not a transformers {_MODEL_TYPE} config")
+        enc = dict(cfg.get("encoder_config") or {})
+        if int(enc.get("subsampling_conv_stride", 2)) != 2:
+            raise ValueError(f"{path}/config.json: encoder_config.subsampling_conv_stride="
+                             f"{enc['subsampling_conv_stride']} (only 2 is implemented)")
+        vocab = int(cfg.get("vocab_size", 1025))
+        # the trained right contexts live on the processor (transformers' default otherwise)
+        proc = read_json(path / "processor_config.json") or {}
+        lookaheads = proc.get("supported_num_lookahead_tokens") or [13, 6, 1, 0]
+        default = int(enc.get("default_num_lookahead_tokens", lookaheads[0]))
+        if default not in lookaheads:
+            lookaheads = [default, *lookaheads]
+        return NemotronStreamingConfig(
+            num_mel_bins=int(enc.get("num_mel_bins", 80)),
+            d_model=int(enc.get("hidden_size", 1024)),
+            layers=int(enc.get("num_hidden_layers", 24)),
+            heads=int(enc.get("num_attention_heads", 8)),
+            ff_dim=int(enc.get("intermediate_size", 4096)),
+            conv_kernel=int(enc.get("conv_kernel_size", 9)),
+            subsampling_factor=int(enc.get("subsampling_factor", 8)),
+            subsampling_channels=int(enc.get("subsampling_conv_channels", 256)),
+            subsampling_kernel=int(enc.get("subsampling_conv_kernel_size", 3)),
+            xscale=bool(enc.get("scale_input", True)),
+            attention_bias=bool(enc.get("attention_bias", True)),
+            conv_bias=bool(enc.get("convolution_bias", True)),
+            activation=str(enc.get("hidden_act", "silu")),
+            head="rnnt",
+            vocab_size=vocab,
+            blank_id=int(cfg.get("blank_token_id", vocab - 1)),
+            pred_hidden=int(cfg.get("decoder_hidden_size", 640)),
+            pred_layers=int(cfg.get("num_decoder_layers", 2)),
+            joint_activation=str(cfg.get("hidden_act", "relu")),
+            max_symbols_per_step=int(cfg.get("max_symbols_per_step", 10)),
+            left_context=int(enc.get("sliding_window", 71)) - 1,
+            lookahead=default,
+            lookaheads=tuple(int(r) for r in lookaheads),
+        )
+
+    def expected_shapes(self, config: NemotronStreamingConfig) -> dict[str, tuple[int, ...]]:
+        from oasr.models.nemotron_streaming.model import NemotronStreamingRnnt
+
+        with torch.device("meta"):
+            model = NemotronStreamingRnnt(config)
+        return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+    def map_weights(self, path: Path, config: NemotronStreamingConfig) -> MappedWeights:
+        out = MappedWeights()
+        for name, t in load_hf_weights(path).items():
+            ours = _map_subsampling(name) or parakeet._map_name(name, {}, "rnnt")
+            if name.endswith(".inv_freq"):
+                out.drop(name, "sinusoid frequencies (recomputed)")
+            elif ours is None:
+                out.put(name, t, name)  # unknown: the load report refuses it by name
+            else:
+                if name.endswith(parakeet._POINTWISE) and t.dim() == 3:
+                    t = t.squeeze(-1)
+                out.put(ours, t, name)
+        return out
+
+    def build_feature_config(self, config: NemotronStreamingConfig) -> FeatureConfig:
+        feats = parakeet.parakeet_logmel_features(config.num_mel_bins,
+                                                  getattr(self, "_pre", None))
+        params: dict[str, Any] = dict(feats.params)
+        params["normalize"] = "none"
+        return dataclasses.replace(feats, params=params)

@@ -1,0 +1,259 @@
+"""The chunk-wise policy: streaming for encoders with a runtime on the streaming-runtime axis
+(``paged``, ``slot``, ``stateful``) and a CTC head.
+
+Per stream: new audio becomes feature frames through the frontend's streaming function (equal
+to the offline features of the same audio); every ``window`` frames (the encoder's streaming
+geometry for its chunk, advancing by ``stride``) the chunk goes to the backend; all streams with
+a chunk ready go in one ``forward_step``, the CTC head turns the outputs into log-probs and each
+stream's search (greedy, or the prefix beam with the family's ``beam_size``) continues across
+chunks. The partial is the search's best hypothesis; its stable prefix (greedy: every emitted
+token; beam: what every live prefix shares) is committed. An endpoint of the stream's speech
+detector closes the utterance once the encoder has read past it: the best hypothesis becomes
+the final (words timed on the stream's clock) and the search restarts, the encoder state goes
+on. The input's end flushes a last, possibly short, window and the last final.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
+from oasr.engine.decode.ctc_streaming import CtcGreedyStream, CtcPrefixBeamStream
+from oasr.engine.request import RequestOutput
+from oasr.engine.streaming_backend import build_streaming_backend, streaming_encoder
+from oasr.streaming.agreement import Word
+from oasr.streaming.stream import Stream, StreamResult
+
+
+@dataclass
+class _State:
+    search: Any
+    feat_state: Any = None
+    feats: list[torch.Tensor] = field(default_factory=list)  # pending feature frames
+    pending: int = 0  # frames in ``feats``
+    fed: int = 0  # clock samples handed to the frontend
+    frames_out: int = 0  # encoder frames produced
+    utt_frame0: int = 0  # encoder frame where the current utterance's search began
+    committed: int = 0  # tokens of the current utterance already committed
+
+
+def _geometry(encoder: Any, chunk: int) -> tuple[int, int]:
+    geo = encoder.streaming_geometry(chunk)
+    if geo is not None:
+        return geo.window, geo.stride
+    rate = encoder.subsampling_rate
+    return (chunk - 1) * rate + encoder.right_context + 1, chunk * rate
+
+
+class ChunkwisePolicy:
+    """Owns the streaming backend and every stream's search. Built by the recognizer."""
+
+    def __init__(self, engine: Any, chunk_frames: int | None = None,
+                 left_chunks: int | None = None, max_streams: int = 64) -> None:
+        model = engine.model
+        encoder = streaming_encoder(model)
+        if not callable(getattr(model, "ctc_log_probs", None)):
+            raise ValueError(f"{type(model).__name__} streams chunk-wise but has no CTC head "
+                             "(ctc_log_probs); the chunk-wise policy decodes CTC only")
+        spec = engine.inputs.spec
+        if spec.streaming_fn is None or engine.inputs.config.lfr:
+            raise ValueError(f"the {engine.inputs.config.feature_type} frontend of this model "
+                             "cannot compute features chunk by chunk (no streaming framing, or "
+                             "LFR stacking)")
+        if hasattr(encoder, "configure_streaming") and (chunk_frames or left_chunks is not None):
+            encoder.configure_streaming(chunk_frames, left_chunks)
+        self.chunk = encoder.streaming_chunk_frames
+        if not self.chunk:
+            raise ValueError(f"{type(encoder).__name__} declares no streaming_chunk_frames")
+        self.window, self.stride = _geometry(encoder, self.chunk)
+        self.right_context = encoder.right_context
+        self.engine = engine
+        self.model = model
+        self.encoder = encoder
+        self.tokenizer = engine.tokenizer
+        self.clock: FrameClock | None = engine.strategy.clock
+        if self.clock is None:
+            raise ValueError("streaming needs the frame clock (the frontend's frame_shift_ms "
+                             "and the encoder's subsampling_rate) to time words")
+        self.feature_config = engine.inputs.config
+        self.hop = int(round(self.feature_config.sample_rate
+                             * self.feature_config.frame_shift_ms / 1000.0))
+        self.blank = int(model.config.blank_id)
+        self.beam_size = int(getattr(engine.strategy.options, "beam_size", 1))
+        if float(getattr(engine.strategy.options, "blank_skip_threshold", 1.0)) < 1.0:
+            raise ValueError("blank_skip_threshold < 1 is not served while streaming (it reads "
+                             "the next frame across a chunk boundary); leave it at 1.0")
+        runner = engine.runner
+        self.device, self.dtype = runner.device, runner.dtype
+        self.backend = build_streaming_backend(model, max_streams=max_streams,
+                                               device=self.device, dtype=self.dtype)
+        self.states: dict[int, _State] = {}
+
+    @property
+    def kind(self) -> str:
+        return self.encoder.streaming_kind
+
+    def _search(self) -> Any:
+        if self.beam_size <= 1:
+            return CtcGreedyStream(self.blank)
+        return CtcPrefixBeamStream(self.beam_size, self.blank)
+
+    # -- streams ------------------------------------------------------------------------------
+    def open(self, stream: Stream) -> None:
+        self.backend.allocate(stream.id)
+        self.states[stream.id] = _State(self._search())
+
+    def close(self, stream: Stream) -> None:
+        if self.states.pop(stream.id, None) is not None:
+            self.backend.free(stream.id)
+
+    def _featurize(self, s: Stream, st: _State) -> None:
+        new = s.audio[max(st.fed - s.base, 0):]
+        if not len(new):
+            return
+        feats, st.feat_state = self.engine.inputs.spec.streaming_fn(
+            torch.from_numpy(np.ascontiguousarray(new)), st.feat_state, self.feature_config)
+        st.fed += len(new)
+        s.drop_until(st.fed)
+        if feats.shape[0]:
+            st.feats.append(feats)
+            st.pending += feats.shape[0]
+
+    def _window(self, s: Stream, st: _State) -> int:
+        """Frames of the next chunk window that can go now (0: none)."""
+        if st.pending >= self.window:
+            return self.window
+        if s.finished and st.pending > self.right_context:
+            return st.pending
+        return 0
+
+    def _seconds_decoded(self, st: _State) -> float:
+        return self.clock.seconds(st.frames_out)
+
+    def _endpoint_due(self, s: Stream, st: _State) -> bool:
+        if not s.endpoints:
+            return False
+        e = s.endpoints[0]
+        at = e.frame * s.detector.frame_samples / s.sample_rate
+        exhausted = s.finished and self._window(s, st) == 0
+        return self._seconds_decoded(st) >= at or exhausted
+
+    def is_ready(self, s: Stream) -> bool:
+        if s.final is not None or s.flushed:
+            return False
+        st = self.states[s.id]
+        self._featurize(s, st)
+        return bool(self._window(s, st) or self._endpoint_due(s, st) or s.finished)
+
+    # -- the step -----------------------------------------------------------------------------
+    def decode_streams(self, streams: list[Stream]) -> None:
+        ready = [s for s in streams if self.is_ready(s)]
+        cohort = []
+        for s in ready:
+            st = self.states[s.id]
+            if not self._endpoint_due(s, st):
+                n = self._window(s, st)
+                if n:
+                    cohort.append((s, st, n))
+        if cohort:
+            self._forward(cohort)
+        for s in ready:
+            st = self.states[s.id]
+            if self._endpoint_due(s, st):
+                e = s.endpoints.pop(0)
+                self._finalize(s, st, e.frame * s.detector.frame_samples, e.rule)
+            elif s.finished and not self._window(s, st) and not s.endpoints:
+                self._finalize(s, st, s.received, None)
+                s.flushed = True
+
+    def _forward(self, cohort: list[tuple[Stream, _State, int]]) -> None:
+        width = max(n for *_, n in cohort)
+        dim = cohort[0][1].feats[0].shape[1]
+        x = torch.zeros(len(cohort), width, dim)
+        for r, (_, st, n) in enumerate(cohort):
+            buf = torch.cat(st.feats) if len(st.feats) > 1 else st.feats[0]
+            x[r, :n] = buf[:n]
+            # The next window starts one stride on; the last one consumes everything.
+            keep = buf[min(self.stride, buf.shape[0]) if n == self.window else buf.shape[0]:]
+            st.feats = [keep] if keep.shape[0] else []
+            st.pending = keep.shape[0]
+        lens = torch.tensor([n for *_, n in cohort], dtype=torch.int64)
+        with torch.inference_mode():
+            out, out_lens = self.backend.forward_step([s.id for s, *_ in cohort], x, lens)
+            lp = self.model.ctc_log_probs(out).float().cpu().numpy()
+        for r, (s, st, _) in enumerate(cohort):
+            t = int(out_lens[r])
+            st.search.feed(lp[r, :t])
+            st.frames_out += t
+            s.stats.decodes += 1
+            self._commit(s, st)
+
+    # -- results ------------------------------------------------------------------------------
+    def _text(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids).strip() if ids else ""
+
+    def _commit(self, s: Stream, st: _State) -> None:
+        stats = s.stats
+        if stats.first_speech is None and s.speech_runs:
+            stats.first_speech = s.speech_runs[0][0] / s.sample_rate
+        hyp = st.search.best()
+        stable = st.search.stable_prefix()
+        head = self._seconds_decoded(st)
+        if stats.first_text_head is None and hyp.tokens:
+            stats.first_text_head = head
+        for f in hyp.frames[st.committed:stable]:
+            stats.commit_lags.append(head - self.clock.seconds(st.utt_frame0 + f + 1))
+        st.committed = max(st.committed, stable)
+        s.decoded_head = int(round(head * s.sample_rate))
+
+    def _words(self, st: _State) -> list[Word]:
+        hyp = st.search.best()
+        if not hyp.tokens:
+            return []
+        out = RequestOutput(request_id="", text=self._text(hyp.tokens), token_ids=hyp.tokens)
+        starts, ends = emission_spans(hyp.frames, st.frames_out - st.utt_frame0)
+        fill_word_timings(out, self.tokenizer, hyp.tokens, starts, ends,
+                          np.asarray(hyp.probs, dtype=np.float64), self.clock,
+                          offset=self.clock.seconds(st.utt_frame0))
+        return [Word(w.word.strip(), w.start, w.end, w.confidence)
+                for w in out.words or [] if w.word.strip()]
+
+    def _finalize(self, s: Stream, st: _State, end_sample: int, rule: int | None) -> None:
+        words = self._words(st)
+        text = self._text(st.search.best().tokens)
+        start = s.utterance_start / s.sample_rate
+        end_s = end_sample / s.sample_rate
+        s.words = words
+        s.final = StreamResult(
+            committed=text, partial="", words=words, is_final=True,
+            start=words[0].start if words else start, end=words[-1].end if words else end_s,
+            segment=s.segment, endpoint_rule=rule)
+        s.final_end = end_sample
+        st.search.reset()
+        st.utt_frame0 = st.frames_out
+        st.committed = 0
+
+    def result(self, s: Stream) -> StreamResult:
+        if s.final is not None:
+            return s.final
+        st = self.states[s.id]
+        hyp = st.search.best()
+        committed = self._text(hyp.tokens[:st.committed])
+        full = self._text(hyp.tokens)
+        partial = full[len(committed):].strip() if full.startswith(committed) else full
+        return StreamResult(committed=committed, partial=partial, words=[], is_final=False,
+                            start=s.utterance_start / s.sample_rate,
+                            end=self._seconds_decoded(st), segment=s.segment)
+
+    def drop_utterance(self, s: Stream) -> None:
+        """``reset`` without an endpoint: forget the current utterance's hypothesis."""
+        st = self.states[s.id]
+        st.search.reset()
+        st.utt_frame0 = st.frames_out
+        st.committed = 0
+        s.start_utterance(int(round(self._seconds_decoded(st) * s.sample_rate)))
+

@@ -1,0 +1,101 @@
+"""Zipformer2 encoder against icefall's (the ``zipformer`` package) on small random weights:
+the upstream modules are built, their state dict (icefall's ``encoder_embed.*`` /
+``encoder.*`` keys) is loaded into ours, and the outputs must agree to fp32 tolerance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from oasr.models.zipformer.config import ZipformerConfig
+from oasr.models.zipformer.encoder import ZipformerEncoder
+from tests.helpers.zipformer_oracle import ORACLE_MISSING, oracle
+
+TINY = dict(feature_dim=20, downsampling_factor=(1, 2, 4, 2), encoder_dim=(16, 24, 32, 24),
+            num_encoder_layers=(1, 1, 2, 1), query_head_dim=8, pos_head_dim=4,
+            value_head_dim=4, num_heads=(2, 2, 4, 2), feedforward_dim=(32, 48, 64, 48),
+            cnn_module_kernel=(7, 5, 3, 5), pos_dim=16, layer1_channels=4, layer2_channels=8,
+            layer3_channels=16)
+
+
+@pytest.fixture(scope="module")
+def up():
+    mod = oracle()
+    if mod is None:
+        pytest.skip(ORACLE_MISSING)
+    return mod
+
+
+def upstream_encoder(up, cfg: ZipformerConfig, seed: int, chunk: int = -1,
+                     left: int = -1) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    m = torch.nn.Module()
+    m.encoder_embed = up.subsampling.Conv2dSubsampling(
+        cfg.feature_dim, cfg.encoder_dim[0], cfg.layer1_channels, cfg.layer2_channels,
+        cfg.layer3_channels, dropout=0.0)
+    m.encoder = up.zipformer.Zipformer(
+        downsampling_factor=cfg.downsampling_factor, encoder_dim=cfg.encoder_dim,
+        num_encoder_layers=cfg.num_encoder_layers, encoder_unmasked_dim=cfg.encoder_dim,
+        query_head_dim=cfg.query_head_dim, pos_head_dim=cfg.pos_head_dim,
+        value_head_dim=cfg.value_head_dim, num_heads=cfg.num_heads,
+        feedforward_dim=cfg.feedforward_dim, cnn_module_kernel=cfg.cnn_module_kernel,
+        pos_dim=cfg.pos_dim, dropout=0.0, causal=cfg.causal, chunk_size=[chunk],
+        left_context_frames=[left])
+    with torch.no_grad():  # every parameter random (many start at 0 or 0.5 upstream)
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    return m.eval()
+
+
+def upstream_forward(m, feats, lens):
+    x, x_lens = m.encoder_embed(feats, lens)
+    pad = torch.arange(x.shape[1]).unsqueeze(0) >= x_lens.unsqueeze(1)
+    out, out_lens = m.encoder(x.permute(1, 0, 2), x_lens, pad)
+    return out.permute(1, 0, 2), out_lens
+
+
+def ours_from(m, cfg) -> ZipformerEncoder:
+    from oasr.models.zipformer.converters import encoder_state_dict
+
+    enc = ZipformerEncoder(cfg)
+    enc.load_state_dict(encoder_state_dict(m.state_dict()), strict=True)
+    return enc.eval()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_encoder_matches_icefall(up, causal, seed):
+    cfg = ZipformerConfig(**TINY, causal=causal)
+    m = upstream_encoder(up, cfg, seed)
+    enc = ours_from(m, cfg)
+    g = torch.Generator().manual_seed(seed)
+    feats = torch.randn(3, 61, cfg.feature_dim, generator=g)
+    lens = torch.tensor([61, 45, 30])
+    with torch.no_grad():
+        ref, ref_lens = upstream_forward(m, feats, lens)
+        got, got_lens = enc(feats, lens)
+    assert torch.equal(got_lens, ref_lens)
+    assert got.shape == ref.shape
+    for b in range(3):  # compare the valid frames (padding is undefined past a row's end)
+        n = int(ref_lens[b])
+        torch.testing.assert_close(got[b, :n], ref[b, :n], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("chunk,left", [(8, 16), (4, -1)])
+def test_chunk_masked_causal_encoder_matches_icefall(up, chunk, left):
+    """icefall's simulated streaming: the chunk mask and chunk-causal convolutions."""
+    cfg = ZipformerConfig(**TINY, causal=True)
+    m = upstream_encoder(up, cfg, 2, chunk, left)
+    enc = ours_from(m, cfg)
+    g = torch.Generator().manual_seed(2)
+    feats = torch.randn(2, 81, cfg.feature_dim, generator=g)
+    lens = torch.tensor([81, 64])
+    with torch.no_grad():
+        ref, ref_lens = upstream_forward(m, feats, lens)
+        got, _ = enc(feats, lens, chunk_size=chunk, left_context_frames=left)
+        full, _ = enc(feats, lens)
+    for b in range(2):
+        n = int(ref_lens[b])
+        torch.testing.assert_close(got[b, :n], ref[b, :n], rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(got[0, :int(ref_lens[0])], full[0, :int(ref_lens[0])],
+                              atol=1e-3), "the chunk mask changed nothing"
