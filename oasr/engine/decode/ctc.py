@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
-from oasr.engine.decode.base import DecodeStrategy
+from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.request import Request, RequestOutput
 from oasr.native import native
@@ -145,24 +145,7 @@ class CtcOutputs:
         return out
 
 
-def refuse_unsupported(name: str, decoding: Any, clock: FrameClock | None,
-                       beam_size: int) -> None:
-    """Admission checks the CTC families share (before ``DecodeStrategy.validate_options``)."""
-    if decoding.word_timestamps and clock is None:
-        raise ValueError(
-            f"decode family {name!r} cannot time words here: seconds per encoder frame are "
-            "unknown (the frontend's frame_shift_ms and lfr_n and the encoder's "
-            "subsampling_rate must all be declared)"
-        )
-    if decoding.sampling:
-        raise ValueError(f"decode family {name!r} decodes deterministically; temperature must "
-                         "be 0")
-    if decoding.n_best is not None and decoding.n_best > beam_size:
-        raise ValueError(f"n_best={decoding.n_best} exceeds beam_size={beam_size}; raise "
-                         "beam_size")
-
-
-class CtcDecodeStrategy(DecodeStrategy):
+class CtcDecodeStrategy(FrameSyncStrategy):
     """Frame-synchronous, non-incremental: one ``decode_offline`` call per micro-batch."""
 
     name = "ctc"
@@ -175,21 +158,8 @@ class CtcDecodeStrategy(DecodeStrategy):
         super().__init__(model, options or CtcOptions(), **kwargs)
         self.blank = int(model.config.blank_id)  # required by the capability check
 
-    @property
-    def word_timing_modes(self) -> tuple[str, ...]:
-        return ("offline",) if self.clock is not None else ()
-
-    # Non-incremental: a micro-batch decodes whole inside the engine's admission.
-    @property
-    def active_rows(self) -> int:
-        return 0
-
-    def has_pending(self) -> bool:
-        return False
-
-    def validate_options(self, decoding: Any) -> None:
-        refuse_unsupported(self.name, decoding, self.clock, self.options.beam_size)
-        super().validate_options(decoding)
+    def n_best_limit(self) -> tuple[int, str]:
+        return self.options.beam_size, "raise beam_size"
 
     def search(self, log_probs: torch.Tensor, lens: torch.Tensor | None, nbest: int
                ) -> tuple[np.ndarray, list[list[Any]]]:

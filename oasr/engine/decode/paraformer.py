@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from oasr.engine.decode.alignment import fill_word_timings
-from oasr.engine.decode.base import DecodeStrategy
 from oasr.engine.decode.ctc import mean_posterior
+from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.request import Request, RequestOutput
 
 __all__ = ["ParaformerDecodeStrategy", "cif_spans", "span_fields"]
@@ -55,7 +55,7 @@ def span_fields(cif: Any, logits: torch.Tensor, drop: set[int]) -> list[dict[str
     return rows
 
 
-class ParaformerDecodeStrategy(DecodeStrategy):
+class ParaformerDecodeStrategy(FrameSyncStrategy):
     """Non-incremental: one ``decode_offline`` call per micro-batch."""
 
     name = "paraformer"
@@ -69,24 +69,8 @@ class ParaformerDecodeStrategy(DecodeStrategy):
         cfg = model.config
         self.drop = {int(cfg.blank_id), int(cfg.sos_id), int(cfg.eos_id)}
 
-    @property
-    def word_timing_modes(self) -> tuple[str, ...]:
-        return ("offline",) if self.clock is not None else ()
-
-    @property
-    def active_rows(self) -> int:
-        return 0
-
-    def has_pending(self) -> bool:
-        return False
-
-    def validate_options(self, decoding: Any) -> None:
-        if decoding.sampling:
-            raise ValueError("decode family 'paraformer' decodes deterministically (argmax); "
-                             "temperature must be 0")
-        if decoding.n_best is not None and decoding.n_best > 1:
-            raise ValueError("decode family 'paraformer' is one-shot argmax: n_best must be 1")
-        super().validate_options(decoding)
+    def n_best_limit(self) -> tuple[int, str]:
+        return 1, "decode family 'paraformer' is one-shot argmax"
 
     def decode_offline(self, hidden: torch.Tensor, hidden_lens: torch.Tensor | None,
                        requests: list[Request]) -> list[RequestOutput]:

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from oasr.engine.decode.alignment import emission_spans, fill_word_timings
-from oasr.engine.decode.base import DecodeStrategy
 from oasr.engine.decode.ctc import mean_posterior
+from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.decode.tdt_search import TdtHypothesis, tdt_greedy
 from oasr.engine.request import Request, RequestOutput
@@ -40,7 +40,7 @@ class TdtOptions:
                              f"{self.max_symbols_per_step}")
 
 
-class TdtDecodeStrategy(DecodeStrategy):
+class TdtDecodeStrategy(FrameSyncStrategy):
     name = "tdt"
     consumes = "hidden"
     capability = "tdt"
@@ -55,29 +55,6 @@ class TdtDecodeStrategy(DecodeStrategy):
         self.vocab_size = int(cfg.vocab_size)
         self.durations = [int(d) for d in cfg.durations]
         self.max_symbols = int(self.options.max_symbols_per_step or cfg.max_symbols_per_step)
-
-    @property
-    def word_timing_modes(self) -> tuple[str, ...]:
-        return ("offline",) if self.clock is not None else ()
-
-    @property
-    def active_rows(self) -> int:
-        return 0
-
-    def has_pending(self) -> bool:
-        return False
-
-    def validate_options(self, decoding: Any) -> None:
-        if decoding.word_timestamps and self.clock is None:
-            raise ValueError("decode family 'tdt' cannot time words here: seconds per encoder "
-                             "frame are unknown (frame_shift_ms and subsampling_rate)")
-        if decoding.sampling:
-            raise ValueError("decode family 'tdt' decodes deterministically; temperature must "
-                             "be 0")
-        if decoding.n_best is not None and decoding.n_best > 1:
-            raise ValueError(f"decode family 'tdt' is greedy; n_best={decoding.n_best} needs a "
-                             "beam search, which is not implemented")
-        super().validate_options(decoding)
 
     def search(self, hidden: torch.Tensor, lens: torch.Tensor | None) -> list[TdtHypothesis]:
         if lens is None:

@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 import torch
 
 from oasr.engine.decode.alignment import emission_spans, fill_word_timings
-from oasr.engine.decode.base import DecodeStrategy
-from oasr.engine.decode.ctc import mean_posterior, refuse_unsupported
+from oasr.engine.decode.ctc import mean_posterior
+from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.decode.transducer_search import (
     TransducerHypothesis,
@@ -52,7 +52,7 @@ class TransducerOptions:
                              f"{self.nbest}")
 
 
-class TransducerDecodeStrategy(DecodeStrategy):
+class TransducerDecodeStrategy(FrameSyncStrategy):
     """Frame-synchronous, non-incremental: one ``decode_offline`` call per micro-batch."""
 
     name = "transducer"
@@ -71,20 +71,8 @@ class TransducerDecodeStrategy(DecodeStrategy):
                 f"{type(self.predictor).__name__} is recurrent (no label window); modified "
                 "beam search needs a label-window predictor: decode with beam_size=1")
 
-    @property
-    def word_timing_modes(self) -> tuple[str, ...]:
-        return ("offline",) if self.clock is not None else ()
-
-    @property
-    def active_rows(self) -> int:
-        return 0
-
-    def has_pending(self) -> bool:
-        return False
-
-    def validate_options(self, decoding: Any) -> None:
-        refuse_unsupported(self.name, decoding, self.clock, self.options.beam_size)
-        super().validate_options(decoding)
+    def n_best_limit(self) -> tuple[int, str]:
+        return self.options.beam_size, "raise beam_size"
 
     def search(self, hidden: torch.Tensor, lens: torch.Tensor | None, nbest: int
                ) -> list[list[TransducerHypothesis]]:
