@@ -87,6 +87,33 @@ def parakeet_logmel_features(num_mel_bins: int, pre: dict[str, Any] | None = Non
     )
 
 
+def hf_config_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``FastConformerConfig`` fields a transformers Parakeet-family ``config.json`` gives
+    (encoder, vocabulary, prediction network and joint), transformers' defaults where absent;
+    the head and its blank id are the caller's."""
+    enc = dict(cfg.get("encoder_config") or {})
+    return dict(
+        num_mel_bins=int(enc.get("num_mel_bins", 80)),
+        d_model=int(enc.get("hidden_size", 1024)),
+        layers=int(enc.get("num_hidden_layers", 24)),
+        heads=int(enc.get("num_attention_heads", 8)),
+        ff_dim=int(enc.get("intermediate_size", 4096)),
+        conv_kernel=int(enc.get("conv_kernel_size", 9)),
+        subsampling_factor=int(enc.get("subsampling_factor", 8)),
+        subsampling_channels=int(enc.get("subsampling_conv_channels", 256)),
+        subsampling_kernel=int(enc.get("subsampling_conv_kernel_size", 3)),
+        xscale=bool(enc.get("scale_input", True)),
+        attention_bias=bool(enc.get("attention_bias", True)),
+        conv_bias=bool(enc.get("convolution_bias", True)),
+        activation=str(enc.get("hidden_act", "silu")),
+        vocab_size=int(cfg.get("vocab_size", 1025)),
+        pred_hidden=int(cfg.get("decoder_hidden_size", 640)),
+        pred_layers=int(cfg.get("num_decoder_layers", 2)),
+        joint_activation=str(cfg.get("hidden_act", "relu")),
+        max_symbols_per_step=int(cfg.get("max_symbols_per_step", 10)),
+    )
+
+
 class _HfParakeetConverter(BaseCheckpointConverter):
     source_format = "huggingface"
     detect_specificity = 20
@@ -129,26 +156,7 @@ class _HfParakeetConverter(BaseCheckpointConverter):
         else:
             blank = int(cfg.get("blank_token_id", vocab - 1))
         return FastConformerConfig(
-            num_mel_bins=int(enc.get("num_mel_bins", 80)),
-            d_model=int(enc.get("hidden_size", 1024)),
-            layers=int(enc.get("num_hidden_layers", 24)),
-            heads=int(enc.get("num_attention_heads", 8)),
-            ff_dim=int(enc.get("intermediate_size", 4096)),
-            conv_kernel=int(enc.get("conv_kernel_size", 9)),
-            subsampling_factor=int(enc.get("subsampling_factor", 8)),
-            subsampling_channels=int(enc.get("subsampling_conv_channels", 256)),
-            subsampling_kernel=int(enc.get("subsampling_conv_kernel_size", 3)),
-            xscale=bool(enc.get("scale_input", True)),
-            attention_bias=bool(enc.get("attention_bias", True)),
-            conv_bias=bool(enc.get("convolution_bias", True)),
-            activation=str(enc.get("hidden_act", "silu")),
-            head=self.head,
-            vocab_size=vocab,
-            blank_id=blank,
-            pred_hidden=int(cfg.get("decoder_hidden_size", 640)),
-            pred_layers=int(cfg.get("num_decoder_layers", 2)),
-            joint_activation=str(cfg.get("hidden_act", "relu")),
-            max_symbols_per_step=int(cfg.get("max_symbols_per_step", 10)),
+            **hf_config_fields(cfg), head=self.head, blank_id=blank,
             durations=list(cfg.get("durations", [0, 1, 2, 3, 4])),
         )
 
