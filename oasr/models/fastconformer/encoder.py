@@ -31,6 +31,9 @@ _CONV_ACTIVATION = {"silu": "swish", "relu": "relu", "gelu": "gelu"}
 
 
 class FastConformerBlock(nn.Module):
+    """Macaron FFN halves around attention and the convolution module; a streaming variant
+    swaps those two (``attention`` / ``convolution``), keeping the parameter names."""
+
     def __init__(self, cfg: FastConformerConfig) -> None:
         super().__init__()
         d, eps = cfg.d_model, cfg.norm_eps
@@ -38,14 +41,22 @@ class FastConformerBlock(nn.Module):
         self.norm_ff1 = LayerNorm(d, eps=eps)
         self.ff1 = FeedForward(d, cfg.ff_dim, act, bias=cfg.attention_bias)
         self.norm_attn = LayerNorm(d, eps=eps)
-        self.attn = RelPositionAttention(d, cfg.heads, bias=cfg.attention_bias)
+        self.attn = self.attention(cfg)
         self.norm_conv = LayerNorm(d, eps=eps)
-        self.conv = ConvolutionModule(d, cfg.conv_kernel, "batch_norm",
-                                      _CONV_ACTIVATION[cfg.activation], causal=False,
-                                      bias=cfg.conv_bias, norm_eps=cfg.bn_eps)
+        self.conv = self.convolution(cfg)
         self.norm_ff2 = LayerNorm(d, eps=eps)
         self.ff2 = FeedForward(d, cfg.ff_dim, act, bias=cfg.attention_bias)
         self.norm_out = LayerNorm(d, eps=eps)
+
+    @staticmethod
+    def attention(cfg: FastConformerConfig) -> nn.Module:
+        return RelPositionAttention(cfg.d_model, cfg.heads, bias=cfg.attention_bias)
+
+    @staticmethod
+    def convolution(cfg: FastConformerConfig) -> nn.Module:
+        return ConvolutionModule(cfg.d_model, cfg.conv_kernel, "batch_norm",
+                                 _CONV_ACTIVATION[cfg.activation], causal=False,
+                                 bias=cfg.conv_bias, norm_eps=cfg.bn_eps)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, key_mask: torch.Tensor,
                 frame_mask: torch.Tensor) -> torch.Tensor:

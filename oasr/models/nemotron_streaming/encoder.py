@@ -23,12 +23,12 @@ from torch import nn
 
 from oasr.layers.activation import glu
 from oasr.layers.conv import DepthwiseConv1d
-from oasr.layers.ffn import FeedForward
 from oasr.layers.linear import PointwiseConv1d
 from oasr.layers.matmul import bmm
 from oasr.layers.norm import LayerNorm
 from oasr.models.base import BaseEncoder
 from oasr.models.fastconformer.attention import RelPositionAttention, relative_sinusoids
+from oasr.models.fastconformer.encoder import FastConformerBlock
 from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
 from oasr.models.nemotron_streaming.subsampling import CausalSubsampling
 
@@ -122,21 +122,17 @@ class CausalConvolutionModule(nn.Module):
         return self.pointwise_conv2(self.act(self.norm(h))), new_past
 
 
-class NemotronStreamingBlock(nn.Module):
-    def __init__(self, cfg: NemotronStreamingConfig) -> None:
-        super().__init__()
-        d, eps = cfg.d_model, cfg.norm_eps
-        act = "swish" if cfg.activation == "silu" else cfg.activation
-        self.norm_ff1 = LayerNorm(d, eps=eps)
-        self.ff1 = FeedForward(d, cfg.ff_dim, act, bias=cfg.attention_bias)
-        self.norm_attn = LayerNorm(d, eps=eps)
-        self.attn = CachedRelPositionAttention(d, cfg.heads, bias=cfg.attention_bias)
-        self.norm_conv = LayerNorm(d, eps=eps)
-        self.conv = CausalConvolutionModule(d, cfg.conv_kernel, cfg.conv_bias, eps,
-                                            cfg.activation)
-        self.norm_ff2 = LayerNorm(d, eps=eps)
-        self.ff2 = FeedForward(d, cfg.ff_dim, act, bias=cfg.attention_bias)
-        self.norm_out = LayerNorm(d, eps=eps)
+class NemotronStreamingBlock(FastConformerBlock):
+    """Parakeet's block with cached attention and the causal convolution module."""
+
+    @staticmethod
+    def attention(cfg: NemotronStreamingConfig) -> nn.Module:
+        return CachedRelPositionAttention(cfg.d_model, cfg.heads, bias=cfg.attention_bias)
+
+    @staticmethod
+    def convolution(cfg: NemotronStreamingConfig) -> nn.Module:
+        return CausalConvolutionModule(cfg.d_model, cfg.conv_kernel, cfg.conv_bias,
+                                       cfg.norm_eps, cfg.activation)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, frame_mask: torch.Tensor | None,
                 past_k: torch.Tensor | None = None, past_v: torch.Tensor | None = None,
