@@ -88,26 +88,14 @@ def timed(fn, device: torch.device, reps: int) -> tuple[float, object]:
 
 def upstream_model(cfg: ZipformerConfig):
     try:
-        from tests.helpers.zipformer_oracle import oracle
+        from tests.helpers.zipformer_oracle import asr_model, oracle
     except ImportError:
         return None, None
     up = oracle()
     if up is None:
         return None, None
 
-    def csv(v):
-        return ",".join(map(str, v))
-
-    ref = up.model.AsrModel(
-        feature_dim=cfg.feature_dim, downsampling_factor=csv(cfg.downsampling_factor),
-        encoder_dim=csv(cfg.encoder_dim), num_encoder_layers=csv(cfg.num_encoder_layers),
-        encoder_unmasked_dim=csv(cfg.encoder_dim), query_head_dim=csv(cfg.query_head_dim),
-        pos_head_dim=csv(cfg.pos_head_dim), value_head_dim=csv(cfg.value_head_dim),
-        num_heads=csv(cfg.num_heads), feedforward_dim=csv(cfg.feedforward_dim),
-        cnn_module_kernel=csv(cfg.cnn_module_kernel), pos_dim=cfg.pos_dim, causal=False,
-        chunk_size="-1", left_context_frames="-1", use_ctc=False, use_transducer=True,
-        vocab_size=cfg.vocab_size, decoder_dim=cfg.decoder_dim, joiner_dim=cfg.joiner_dim,
-        context_size=cfg.context_size)
+    ref = asr_model(up, cfg, use_ctc=False)
     return up, ref.eval()
 
 

@@ -51,3 +51,22 @@ def oracle() -> types.SimpleNamespace | None:
 
     return types.SimpleNamespace(zipformer=zipformer, model=model, subsampling=subsampling,
                                  search=search)
+
+
+def asr_model(up: types.SimpleNamespace, cfg: Any, *, use_ctc: bool) -> Any:
+    """icefall's ``AsrModel`` with the geometry of our ``ZipformerConfig`` ``cfg`` (per-stack
+    options as its "a,b,c" strings), whole-utterance attention, the stateless transducer and
+    optionally the CTC head; random (untrained) weights."""
+    def csv(v: Any) -> str:
+        return ",".join(map(str, v))
+
+    return up.model.AsrModel(
+        feature_dim=cfg.feature_dim, downsampling_factor=csv(cfg.downsampling_factor),
+        encoder_dim=csv(cfg.encoder_dim), num_encoder_layers=csv(cfg.num_encoder_layers),
+        encoder_unmasked_dim=csv(cfg.encoder_dim), query_head_dim=csv(cfg.query_head_dim),
+        pos_head_dim=csv(cfg.pos_head_dim), value_head_dim=csv(cfg.value_head_dim),
+        num_heads=csv(cfg.num_heads), feedforward_dim=csv(cfg.feedforward_dim),
+        cnn_module_kernel=csv(cfg.cnn_module_kernel), pos_dim=cfg.pos_dim, causal=cfg.causal,
+        chunk_size="-1", left_context_frames="-1", use_ctc=use_ctc, use_transducer=True,
+        vocab_size=cfg.vocab_size, decoder_dim=cfg.decoder_dim, joiner_dim=cfg.joiner_dim,
+        context_size=cfg.context_size)

@@ -14,7 +14,7 @@ from oasr.engine.request import DecodingOptions, Request
 from oasr.models.zipformer.config import ZipformerConfig
 from oasr.models.zipformer.converters import model_state_dict
 from oasr.models.zipformer.model import ZipformerModel
-from tests.helpers.zipformer_oracle import ORACLE_MISSING, oracle
+from tests.helpers.zipformer_oracle import ORACLE_MISSING, asr_model, oracle
 from tests.models.zipformer.test_encoder_parity import TINY
 
 HEADS = dict(vocab_size=13, blank_id=0, use_ctc=True, use_transducer=True, decoder_dim=16,
@@ -34,20 +34,7 @@ def up():
 def models(up, seed, causal=False):
     cfg = ZipformerConfig(**GEOMETRY, **HEADS, causal=causal)
     torch.manual_seed(seed)
-    def csv(v):  # icefall's AsrModel takes its per-stack options as "a,b,c" strings
-        return ",".join(map(str, v))
-
-    ref = up.model.AsrModel(
-        feature_dim=cfg.feature_dim, downsampling_factor=csv(cfg.downsampling_factor),
-        encoder_dim=csv(cfg.encoder_dim), num_encoder_layers=csv(cfg.num_encoder_layers),
-        encoder_unmasked_dim=csv(cfg.encoder_dim), query_head_dim=csv(cfg.query_head_dim),
-        pos_head_dim=csv(cfg.pos_head_dim), value_head_dim=csv(cfg.value_head_dim),
-        num_heads=csv(cfg.num_heads), feedforward_dim=csv(cfg.feedforward_dim),
-        cnn_module_kernel=csv(cfg.cnn_module_kernel), pos_dim=cfg.pos_dim, causal=causal,
-        chunk_size="-1", left_context_frames="-1",
-        use_ctc=True, use_transducer=True, vocab_size=cfg.vocab_size,
-        decoder_dim=cfg.decoder_dim, joiner_dim=cfg.joiner_dim,
-        context_size=cfg.context_size)
+    ref = asr_model(up, cfg, use_ctc=True)
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(torch.randn_like(p) * 0.2)
