@@ -9,21 +9,12 @@ import torch
 
 from oasr.models.zipformer.config import ZipformerConfig
 from oasr.models.zipformer.encoder import ZipformerEncoder
-from tests.helpers.zipformer_oracle import ORACLE_MISSING, oracle
 
 TINY = dict(feature_dim=20, downsampling_factor=(1, 2, 4, 2), encoder_dim=(16, 24, 32, 24),
             num_encoder_layers=(1, 1, 2, 1), query_head_dim=8, pos_head_dim=4,
             value_head_dim=4, num_heads=(2, 2, 4, 2), feedforward_dim=(32, 48, 64, 48),
             cnn_module_kernel=(7, 5, 3, 5), pos_dim=16, layer1_channels=4, layer2_channels=8,
             layer3_channels=16)
-
-
-@pytest.fixture(scope="module")
-def up():
-    mod = oracle()
-    if mod is None:
-        pytest.skip(ORACLE_MISSING)
-    return mod
 
 
 def upstream_encoder(up, cfg: ZipformerConfig, seed: int, chunk: int = -1,

@@ -14,21 +14,13 @@ from oasr.engine.request import DecodingOptions, Request
 from oasr.models.zipformer.config import ZipformerConfig
 from oasr.models.zipformer.converters import model_state_dict
 from oasr.models.zipformer.model import ZipformerModel
-from tests.helpers.zipformer_oracle import ORACLE_MISSING, asr_model, oracle
+from tests.helpers.zipformer_oracle import asr_model
 from tests.models.zipformer.test_encoder_parity import TINY
 
 HEADS = dict(vocab_size=13, blank_id=0, use_ctc=True, use_transducer=True, decoder_dim=16,
              joiner_dim=20, context_size=2)
 # icefall's AsrModel builds its subsampler with the default channels (8, 32, 128).
 GEOMETRY = {**TINY, "layer1_channels": 8, "layer2_channels": 32, "layer3_channels": 128}
-
-
-@pytest.fixture(scope="module")
-def up():
-    mod = oracle()
-    if mod is None:
-        pytest.skip(ORACLE_MISSING)
-    return mod
 
 
 def models(up, seed, causal=False):

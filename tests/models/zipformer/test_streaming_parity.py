@@ -10,16 +10,7 @@ import torch
 
 from oasr.models.zipformer.config import ZipformerConfig
 from oasr.models.zipformer.encoder import Zipformer2
-from tests.helpers.zipformer_oracle import ORACLE_MISSING, oracle
 from tests.models.zipformer.test_encoder_parity import TINY, upstream_encoder
-
-
-@pytest.fixture(scope="module")
-def up():
-    mod = oracle()
-    if mod is None:
-        pytest.skip(ORACLE_MISSING)
-    return mod
 
 
 def padding_mask(processed: torch.Tensor, lens: torch.Tensor, left: int, chunk: int
