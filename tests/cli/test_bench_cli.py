@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from typer.testing import CliRunner
 
 from oasr.cli.app import app
 from tests.helpers.data import SHARED_DATA
-from tests.helpers.tiny_whisper import torch_threads
 from tests.transcribe.conftest import write_tiny_bundle
 
 LIBRISPEECH = SHARED_DATA / "librispeech-test-other-70"
@@ -26,10 +24,7 @@ WINDOW_S = 10.0
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _references() -> dict[str, str]:

@@ -12,22 +12,14 @@ import torch
 from typer.testing import CliRunner
 
 from oasr.cli.app import app
-from tests.helpers.tiny_whisper import torch_threads
-from tests.transcribe.conftest import clip, write_tiny_bundle
+from tests.transcribe.conftest import clip
 
 SHORT = ("1688-142285-0002", "1688-142285-0003")
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bundle(tmp_path_factory.mktemp("bundle") / "tiny", window_s=6.0)
 
 
 def run(bundle: Path, *args: object):

@@ -12,17 +12,13 @@ from typer.testing import CliRunner
 
 from oasr import ops
 from oasr.cli.app import app
-from tests.helpers.tiny_whisper import torch_threads
 from tests.transcribe.conftest import clip, write_tiny_bundle
 
 runner = CliRunner()
 CLIPS = ("1688-142285-0002", "1688-142285-0003")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from oasr.cli.app import app
-from tests.helpers.tiny_whisper import torch_threads
-from tests.transcribe.conftest import clip, write_tiny_bundle
+from tests.transcribe.conftest import clip
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = ("1688-142285-0002", "1688-142285-0003", "1688-142285-0004", "1688-142285-0005")
@@ -25,16 +24,8 @@ SHORT = ("1688-142285-0002", "1688-142285-0003", "1688-142285-0004", "1688-14228
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # A 6 s window (the runner's overlap is 5 s) is the cheapest that serves these short clips.
-    return write_tiny_bundle(tmp_path_factory.mktemp("bundle") / "tiny", window_s=6.0)
 
 
 @pytest.fixture(scope="module")

@@ -10,21 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from oasr.cli.app import app
-from tests.helpers.tiny_whisper import torch_threads
-from tests.transcribe.conftest import SAMPLE_RATE, clip, write_tiny_bundle, write_wav
+from tests.transcribe.conftest import SAMPLE_RATE, clip, write_wav
 
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bundle(tmp_path_factory.mktemp("bundle") / "tiny", window_s=6.0)
 
 
 def _transcribe(bundle: Path, *args: object):
