@@ -37,8 +37,8 @@ archs)
 combo)  # one call holding what a short device budget allows
     TAIL=4 step pytest_gpu 90 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
     TAIL=3 step gpu_rnn 40 python3 benchmarks/gpu_rnn.py --out "$OUT/gpu_rnn.json" --data "$K"
-    TAIL=8 step vad 70 python3 benchmarks/vad_longform.py --device cuda --vad silero,fsmn,none \
-        --batch 16 --reps 1 --out "$OUT/gpu_vad_longform.json"
+    TAIL=8 step stream_longform 90 python3 benchmarks/stream_longform.py \
+        "$OUT/gpu_stream_longform.json" --device cuda
     TAIL=3 step parakeet 75 python3 benchmarks/gpu_parakeet.py "$OUT/gpu_parakeet.json" \
         --data "$D" --batches 64,128 --dtype bf16 --minutes 10
     TAIL=3 step qwen2audio 100 python3 benchmarks/gpu_qwen2audio.py "$OUT/gpu_qwen2audio.json" \
