@@ -325,7 +325,10 @@ class Transcriber:
         starts, ends = speech_pauses(audio, self.sr, frame)
         resume_s = advance / self.sr
         last_word_end = out.words[-1].end
-        for ps, pe in zip(starts * frame, ends * frame):
+        pauses = list(zip(starts * frame, ends * frame))
+        if any(ps <= resume_s < pe for ps, pe in pauses):
+            return advance  # the resume point is silence: the next utterance has not begun
+        for ps, pe in pauses:
             if resume_s - ONSET_LOOKBACK_S <= pe < resume_s and last_word_end <= ps + frame:
                 return int(pe * self.sr)
         return advance

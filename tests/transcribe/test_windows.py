@@ -84,3 +84,29 @@ def test_whisper_resumes_at_the_pause_before_a_late_timestamp():
     # A pause ending more than ONSET_LOOKBACK_S before the point does not move it.
     out.words = [WordTiming("end.", 3.2, 3.98, 0.9)]
     assert t._resume_before_onset(state, out, int(5.5 * sr)) == int(5.5 * sr)
+
+
+def test_whisper_keeps_a_resume_point_that_lies_in_a_pause():
+    """A burst ends one pause at 4.3 s and another pause runs 4.34-5.5 s; Whisper closed its
+    segment at 4.6 s, inside the second: the next utterance has not begun, so the window does
+    not move back to the burst (its first word would be put there)."""
+    from types import SimpleNamespace
+
+    from oasr.engine.request import RequestOutput, WordTiming
+    from oasr.transcribe.runner import Transcriber
+
+    sr = 16000
+    rng = np.random.default_rng(2)
+    envelope = 0.55 + 0.45 * np.sin(2 * np.pi * 4 * np.arange(8 * sr) / sr)
+    audio = (0.1 * envelope * rng.standard_normal(8 * sr)).astype(np.float32)
+    # Two pauses at a -60 dB noise floor with a 40 ms burst at about -35 dB between them.
+    audio[int(3.9 * sr):int(5.5 * sr)] = 0.001 * rng.standard_normal(int(1.6 * sr))
+    audio[int(4.3 * sr):int(4.34 * sr)] *= 18
+    t = Transcriber.__new__(Transcriber)
+    t.sr = sr
+    state = SimpleNamespace(seek=0, window_len=len(audio),
+                            reader=SimpleNamespace(window=lambda seek, n: audio[seek:seek + n]))
+    out = RequestOutput("r", resume_at=4.6, words=[WordTiming("end.", 3.2, 3.88, 0.9)])
+    assert t._resume_before_onset(state, out, int(4.6 * sr)) == int(4.6 * sr)
+    # Past the second pause's end (speech again), the rule moves back to that pause's end.
+    assert t._resume_before_onset(state, out, int(5.8 * sr)) == int(5.5 * sr)

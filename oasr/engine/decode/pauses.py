@@ -8,9 +8,11 @@ is: a recording whose noise floor sits 27 dB under its speech has pauses no fram
 speech would find, and one window can hold two recordings whose floors differ by 30 dB. The
 context does not reach across digital silence (at least ``DIGITAL_GAP_S`` of it): the levels on
 its two sides are two recordings' or two takes', not one. Sound shorter than ``min_sound_s``
-(a click) does not end a pause. A pause is a quiet run of at least ``min_pause_s``; one touching
-either end of the audio counts from ``min_edge_pause_s`` (a window that starts in the tail of a
-pause begins with it).
+(30 ms: a click) does not end a pause; 30-40 ms bursts a few dB over the floor just before the
+speech do (the speech-edges reference counts 3 frames as speech, and the next window then
+resumes there, not a little into the word). A pause is a quiet run of at least ``min_pause_s``;
+one touching either end of the audio counts from ``min_edge_pause_s`` (a window that starts in
+the tail of a pause begins with it).
 Only the ``aed`` aligner uses it: frame-synchronous families record when a token was emitted and
 need no correction.
 """
@@ -27,6 +29,7 @@ CONTEXT_S = 2.0
 # Mean-square energy (dB) below which a frame is digital silence, not recorded noise.
 DIGITAL_SILENCE_DB = -90.0
 DIGITAL_GAP_S = 0.1
+MIN_SOUND_S = 0.03
 
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +49,7 @@ def _percentile_sorted(rows: np.ndarray, count: np.ndarray, q: float) -> np.ndar
 
 
 def quiet_frames(audio: np.ndarray, sample_rate: int, below_db: float = 35.0,
-                 above_floor_db: float = 12.0, min_sound_s: float = 0.05) -> np.ndarray:
+                 above_floor_db: float = 12.0, min_sound_s: float = MIN_SOUND_S) -> np.ndarray:
     """(N,) bool per ``HOP_S`` frame of ``audio`` (N,) float32: no speech in that frame."""
     hop = max(1, int(round(HOP_S * sample_rate)))
     n = len(audio) // hop
@@ -89,11 +92,11 @@ def quiet_frames(audio: np.ndarray, sample_rate: int, below_db: float = 35.0,
 
 def speech_pauses(audio: np.ndarray, sample_rate: int, seconds_per_frame: float,
                   below_db: float = 35.0, above_floor_db: float = 12.0,
-                  min_pause_s: float = 0.3, min_edge_pause_s: float = 0.1
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  min_pause_s: float = 0.3, min_edge_pause_s: float = 0.1,
+                  min_sound_s: float = MIN_SOUND_S) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the pauses in ``audio`` (N,) float32, in (fractional) frames of
     ``seconds_per_frame``, ordered and disjoint; float64 for the span arithmetic."""
-    quiet = quiet_frames(audio, sample_rate, below_db, above_floor_db)
+    quiet = quiet_frames(audio, sample_rate, below_db, above_floor_db, min_sound_s)
     starts, ends = _runs(quiet)
     length = (ends - starts) * HOP_S
     edge = (starts == 0) | (ends == len(quiet))

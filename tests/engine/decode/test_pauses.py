@@ -41,13 +41,28 @@ def test_levels_do_not_reach_across_digital_silence():
 
 def test_a_click_does_not_end_a_pause_and_an_edge_pause_counts_shorter():
     rng = np.random.default_rng(2)
-    click = _tone(0.03, -20)
+    click = _tone(0.02, -20)
     audio = np.concatenate([_noise(0.15, -50, rng), _tone(1.0, -18), _noise(0.2, -50, rng),
                             click, _noise(0.2, -50, rng), _tone(1.0, -18)])
     starts, ends = speech_pauses(audio, SR, 0.02)
-    # The 0.15 s at the start counts (an edge); the 0.43 s around the click is one pause.
+    # The 0.15 s at the start counts (an edge); the 0.42 s around the click is one pause.
     assert starts.tolist()[0] == 0.0 and abs(ends[0] * 0.02 - 0.15) <= 0.02
-    assert len(starts) == 2 and abs((ends[1] - starts[1]) * 0.02 - 0.43) <= 0.03
+    assert len(starts) == 2 and abs((ends[1] - starts[1]) * 0.02 - 0.42) <= 0.03
+
+
+def test_a_40_ms_burst_before_the_speech_ends_the_pause():
+    # The speech-edges reference counts 3 loud 10 ms frames as speech: a 40 ms burst 0.25 s
+    # before the word ends the pause there (the next word's start and a window's resume point
+    # follow it), where the 20 ms click above does not.
+    rng = np.random.default_rng(4)
+    audio = np.concatenate([_tone(1.0, -18), _noise(0.6, -50, rng), _tone(0.04, -35),
+                            _noise(0.25, -50, rng), _tone(1.0, -18)])
+    starts, ends = speech_pauses(audio, SR, 0.02)
+    assert len(starts) == 1
+    assert abs(starts[0] * 0.02 - 1.0) <= 0.02 and abs(ends[0] * 0.02 - 1.6) <= 0.02
+    quiet = quiet_frames(audio, SR)
+    assert not quiet[int(1.61 / 0.01):int(1.63 / 0.01)].any()  # the burst
+    assert quiet[int(1.65 / 0.01):int(1.88 / 0.01)].all()  # 0.25 s: no pause of its own
 
 
 def test_pauses_are_in_fractional_frames_of_the_clock():
