@@ -93,6 +93,9 @@ class RequestOutput:
     # AR families: the mean log-probability of the generated tokens (Whisper's avg_logprob,
     # what its temperature fallback reads); None where a family does not report it.
     avg_logprob: float | None = None
+    # Whisper: the probability of <|nospeech|> after <|startoftranscript|> (what the runner's
+    # no-speech guard reads); None where a family does not report it.
+    no_speech_prob: float | None = None
     nbest_texts: list[str] | None = None
     # (start, end, text) in seconds from the request audio's start; end is None for a segment
     # the audio cut off before it closed.
