@@ -5,8 +5,11 @@ Every row is decoded in chunks and read forward one model window at a time
 other rows. A recording longer than the window is decoded window after window in timestamp
 mode, its segments on the recording's clock. A row that cannot be read becomes an error row and
 the run goes on; rows already in the output are skipped, so a rerun resumes. A window of
-digital silence is not decoded; a recording that is silent throughout gets empty text with
-``finish_reason="silence"``. Each window's generation is capped by its length
+digital silence is not decoded, and a window Whisper's no-speech guard calls silent
+(``fallback.TemperatureFallback.silent``) keeps no text; a recording that is silent throughout
+gets empty text with ``finish_reason="silence"``. Whisper's prompt (``initial_prompt``, a row's
+``prompt`` column) goes before the first window; ``condition_on_previous_text`` prompts each
+later window with the text settled before it, which the sequential windows of a recording allow. Each window's generation is capped by its length
 (:mod:`oasr.transcribe.generation_limits`).
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
@@ -43,6 +46,9 @@ from oasr.transcribe.running_wer import RunningWer
 SILENCE_PEAK = 1e-4
 # How far before Whisper's resume timestamp a pause may end for the next window to start there.
 ONSET_LOOKBACK_S = 0.6
+# Characters of previous text kept for the next window's prompt (Whisper reads its last 223
+# tokens; no text of English or any script packs 223 tokens into fewer characters than this).
+CONTEXT_CHARS = 8192
 # The window of a model that declares none (CTC reads any length; this bounds memory per row).
 DEFAULT_WINDOW_S = 30.0
 
@@ -66,6 +72,13 @@ class TranscribeOptions:
     # Called after each settled window of a long recording with (row id, seconds settled,
     # the recording's duration or None), so progress moves within a recording.
     on_window: Callable[[str, float, float | None], Any] | None = None
+    # Whisper's prompt: the text before the first window of every row without a ``prompt``
+    # column (a row's column wins). With ``condition_on_previous_text`` each later window of a
+    # long recording is prompted with the text settled since the last reset (a window kept at
+    # a temperature above ``prompt_reset_on_temperature`` resets it, as in faster-whisper).
+    initial_prompt: str | None = None
+    condition_on_previous_text: bool = False
+    prompt_reset_on_temperature: float = 0.5
 
 
 @dataclass
@@ -120,6 +133,15 @@ class _RowState:
     segments: list[dict[str, Any]] = field(default_factory=list)
     words: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    # The prompt of the next window: the initial prompt and the texts settled since a reset.
+    context: list[str] = field(default_factory=list)
+
+
+def _trim_context(context: list[str]) -> None:
+    """Drop the oldest texts the prompt cannot reach: the family keeps the last 223 tokens,
+    far fewer than ``CONTEXT_CHARS`` characters, so a long recording's prompt stays bounded."""
+    while len(context) > 1 and sum(len(t) + 1 for t in context[1:]) >= CONTEXT_CHARS:
+        del context[0]
 
 
 def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
@@ -130,7 +152,7 @@ def _error_row(row: ManifestRow, message: str, duration: float | None = None) ->
 
 def _summary_row(state: _RowState, duration: float) -> OutputRow:
     row = state.row
-    if not state.outs:  # every window was digital silence: nothing to decode, nothing said
+    if not state.outs:  # every window was silent: nothing decoded or nothing kept
         return OutputRow(id=row.id, text="", words=[] if state.decoding.word_timestamps else None,
                          segments=[] if state.long else None, confidence=None, duration=duration,
                          language=None, finish_reason="silence", error=None,
@@ -212,9 +234,12 @@ class Transcriber:
         chunks = iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
                                    offset=row.offset, duration=row.duration)
         decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task, prompt=row.prompt,
+                                   task=row.task or self.options.task,
                                    word_timestamps=self.options.word_timestamps)
         state = _RowState(row, ForwardAudio(chunks), decoding)
+        initial = row.prompt if row.prompt is not None else self.options.initial_prompt
+        if initial and initial.strip():
+            state.context.append(initial.strip())
         self.active[row.id] = state
         self._next_window(state, 0)
 
@@ -261,7 +286,8 @@ class Transcriber:
                 return
             seek += len(audio)
         decoding = replace(state.decoding, timestamps=state.long and self.resumes,
-                           max_new_tokens=generation_cap(len(audio) / self.sr))
+                           max_new_tokens=generation_cap(len(audio) / self.sr),
+                           prompt=" ".join(state.context) if state.context else None)
         fallback = self.options.fallback
         if fallback is not None:
             temperature = fallback.temperatures[state.attempt]
@@ -285,12 +311,30 @@ class Transcriber:
             state.retries += 1
             self._next_window(state, state.seek)  # the same window, one temperature up
             return
+        temperature = fallback.temperatures[state.attempt] if fallback is not None else 0.0
         state.attempt = 0
+        start = state.seek / self.sr
+        window_end = (state.seek + state.window_len) / self.sr
+        if fallback is not None and fallback.silent(out):
+            # No speech (Whisper's no-speech guard): nothing is kept, the window is passed.
+            if not state.long:
+                self._finish(state)
+                return
+            if self.options.on_window is not None:
+                self.options.on_window(state.row.id, state.window_len / self.sr,
+                                       state.expected_s)
+            self._next_window(state, state.seek + state.window_len)
+            return
         if is_repetition(out.token_ids, out.finish_reason):
             out.finish_reason = "repetition"
         state.outs.append(out)
-        start = state.seek / self.sr
-        window_end = (state.seek + state.window_len) / self.sr
+        if (self.options.condition_on_previous_text
+                and temperature <= self.options.prompt_reset_on_temperature):
+            if out.text:
+                state.context.append(out.text)
+                _trim_context(state.context)
+        else:
+            state.context = []
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
         # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
