@@ -80,6 +80,19 @@ def transcribe_command(
         2.4, help="Fallback: re-decode a window whose text's zlib compression ratio is above."),
     log_prob_threshold: float = typer.Option(
         -1.0, help="Fallback: re-decode a window whose mean token log-probability is below."),
+    no_speech_threshold: float = typer.Option(
+        0.6, help="Whisper's no-speech guard: a window whose <|nospeech|> probability is above "
+                  "this and whose mean log-probability is below --log-prob-threshold is "
+                  "silence (no text kept, not decoded again); 1 turns it off."),
+    initial_prompt: str | None = typer.Option(
+        None, "--initial-prompt",
+        help="Text before the first window of every row (names, spelling, style), Whisper's "
+             "<|startofprev|> prompt; a manifest's `prompt` column wins per row."),
+    condition_on_previous_text: bool = typer.Option(
+        False, "--condition-on-previous-text/--no-condition-on-previous-text",
+        help="Long recordings: prompt each window with the text settled before it (reset "
+             "after a window kept above temperature 0.5). Off by default: on the shared "
+             "9.5-min recording it measured worse with tiny.en (docs/decoding.md)."),
     seed: int = typer.Option(0, help="Seed of sampled decodes (temperature > 0): reruns match."),
     threads: int | None = typer.Option(
         None, "--threads", help="CPU threads for torch (torch.set_num_threads)."),
@@ -161,9 +174,12 @@ def transcribe_command(
                             text_column, max_cue_chars, max_cue_seconds, cue_gap,
                             decode_option, stdout=output == STDOUT)
         apply_beam_size(plan.overrides, beam_size)
-        flags.fallback = TemperatureFallback(parse_temperatures(temperature),
-                                             compression_ratio_threshold, log_prob_threshold,
-                                             seed)
+        if not 0.0 <= no_speech_threshold <= 1.0:
+            raise ValueError(f"--no-speech-threshold must be in [0, 1] (1: off), got "
+                             f"{no_speech_threshold}")
+        flags.fallback = TemperatureFallback(
+            parse_temperatures(temperature), compression_ratio_threshold, log_prob_threshold,
+            seed, no_speech_threshold=None if no_speech_threshold >= 1.0 else no_speech_threshold)
         set_threads(threads)
     except (FlagError, ManifestError, OutputError, ValueError) as exc:
         raise fail(exc) from None
@@ -293,6 +309,8 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
     try:  # a run-wide option the model cannot honour fails here, not on every row
         engine.strategy.validate_options(DecodingOptions(language=language, task=task,
                                                          word_timestamps=word_timestamps))
+        if flags.initial_prompt is not None:
+            engine.strategy.validate_options(DecodingOptions(prompt=flags.initial_prompt))
         if max(fallback.temperatures) > 0:
             engine.strategy.validate_options(DecodingOptions(
                 temperature=max(fallback.temperatures), seed=flags.seed))
@@ -302,7 +320,8 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
     options = TranscribeOptions(inputs=list(flags.inputs), columns=plan.columns, shard=shard_t,
                                 limit=flags.limit, language=language, task=task,
                                 word_timestamps=word_timestamps, row_check=check,
-                                fallback=fallback)
+                                fallback=fallback, initial_prompt=flags.initial_prompt,
+                                condition_on_previous_text=flags.condition_on_previous_text)
     transcriber = (VadTranscriber(engine, options, segmenter) if segmenter is not None
                    else Transcriber(engine, options))
     metadata = run_metadata(engine, options, transcriber.window_s)
@@ -351,7 +370,7 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
 
 # The metadata keys a resumed run compares with the run that started the output.
 COMPARED_SETTINGS = ("model_sha256", "decode_method", "decode_options", "language", "task",
-                     "word_timestamps", "vad")
+                     "word_timestamps", "vad", "initial_prompt", "condition_on_previous_text")
 
 
 def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
@@ -372,6 +391,8 @@ def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
         "language": options.language or "",
         "task": options.task or "",
         "word_timestamps": str(bool(options.word_timestamps)).lower(),
+        "initial_prompt": options.initial_prompt or "",
+        "condition_on_previous_text": str(bool(options.condition_on_previous_text)).lower(),
         "window_s": f"{window_s:g}",
     }
 
