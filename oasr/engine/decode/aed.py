@@ -5,7 +5,10 @@ Greedy and sampled rows decode in merged groups (``IncrementalArStrategy``); a r
 follows the checkpoint: ``suppress_tokens`` every step, ``begin_suppress_tokens`` on the first
 generated token. ``task`` and ``language`` substitute the prompt's slots (length-preserving, so
 a mixed batch prefills as one tensor); a multilingual checkpoint with no language given
-detects it from the first decoder step and reports it.
+detects it from the first decoder step and reports it. A text ``prompt`` goes before the SOT
+sequence (``<|startofprev|>`` + its last tokens); rows of different prompt lengths prefill
+left-padded, each row's first token at position 0. ``no_speech_prob`` is read after
+``<|startoftranscript|>`` in the same prefill.
 """
 
 from __future__ import annotations
