@@ -9,8 +9,8 @@ digital silence is not decoded, and a window Whisper's no-speech guard calls sil
 (``fallback.TemperatureFallback.silent``) keeps no text; a recording that is silent throughout
 gets empty text with ``finish_reason="silence"``. Whisper's prompt (``initial_prompt``, a row's
 ``prompt`` column) goes before the first window; ``condition_on_previous_text`` prompts each
-later window with the text settled before it, which the sequential windows of a recording allow. Each window's generation is capped by its length
-(:mod:`oasr.transcribe.generation_limits`).
+later window with the text settled before it, which the sequential windows of a recording
+allow. Each window's generation is capped by its length (:mod:`oasr.transcribe.generation_limits`).
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
 transcriber is its request source, yielding the next window of any row in flight, or starting a
