@@ -126,3 +126,19 @@ def test_prompt_keeps_whispers_last_223_tokens(loaded, audio):
     # The longest prompt still leaves the row its own cap within Whisper's 448 positions.
     out = _decode(loaded, audio, [("1688-142285-0002", long), ("1688-142285-0002", None)])
     assert out["1688-142285-0002|None"].text == "You don't mean that you thought me so silly."
+
+
+def test_a_batch_splits_only_where_padding_would_cut_a_rows_cap(loaded):
+    engine = ASREngine(EngineConfig(device="cpu"), loaded=loaded)  # the engine cap: 224
+    strategy = engine.strategy
+    long = " ".join(f"word{i}" for i in range(400))  # a full 224-token prefix
+    a = np.zeros(16000, dtype=np.float32)
+    full = [Request("long", a, DecodingOptions(prompt=long)), Request("none", a),
+            Request("short", a, DecodingOptions(prompt="Helstone."))]
+    strategy._prefixes = {}
+    # 224 + 2 + 224 > 448: the unprompted rows would lose 4 tokens of cap beside the long one.
+    assert strategy._prefill_groups(full) == [[0], [1, 2]]
+    capped = [Request(r.request_id, a, DecodingOptions(prompt=r.decoding.prompt,
+                                                       max_new_tokens=100)) for r in full]
+    assert strategy._prefill_groups(capped) == [[0, 1, 2]]
+    assert strategy._max_new(full[0].decoding, 224) == 448 - 224 - 2
