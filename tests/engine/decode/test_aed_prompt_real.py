@@ -142,3 +142,22 @@ def test_a_batch_splits_only_where_padding_would_cut_a_rows_cap(loaded):
                                                        max_new_tokens=100)) for r in full]
     assert strategy._prefill_groups(capped) == [[0, 1, 2]]
     assert strategy._max_new(full[0].decoding, 224) == 448 - 224 - 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_prompted_rows_on_cuda_paged_step_graphs_match_the_cpu(loaded, audio):
+    """The left-padded rows through the paged CUDA kernel and captured step graphs (fp32, so
+    the tokens can match the CPU's exactly)."""
+    from oasr.models.loader import load_pretrained
+
+    cpu = _decode(loaded, audio, ROWS)
+    engine = ASREngine(EngineConfig(device="cuda", dtype="fp32", max_batch_size=len(ROWS),
+                                    max_new_tokens=MAX_NEW, kv_storage="paged"),
+                       loaded=load_pretrained())  # a copy of its own: the engine moves it
+    assert engine.strategy.step_graphs is not None
+    reqs = [Request(f"{u}|{p}", audio[u], DecodingOptions(prompt=p)) for u, p in ROWS]
+    cuda = {o.request_id: o for o in engine.run(reqs)}
+    for key, out in cpu.items():
+        assert cuda[key].token_ids == out.token_ids, key
+        assert cuda[key].no_speech_prob == pytest.approx(out.no_speech_prob, abs=1e-3), key
