@@ -70,5 +70,5 @@ def asr_model(up: types.SimpleNamespace, cfg: Any, *, use_ctc: bool, chunk_size:
         num_heads=csv(cfg.num_heads), feedforward_dim=csv(cfg.feedforward_dim),
         cnn_module_kernel=csv(cfg.cnn_module_kernel), pos_dim=cfg.pos_dim, causal=cfg.causal,
         chunk_size=str(chunk_size), left_context_frames=str(left_context_frames),
-        use_ctc=use_ctc, use_transducer=True, vocab_size=cfg.vocab_size, decoder_dim=cfg.decoder_dim,
-        joiner_dim=cfg.joiner_dim, context_size=cfg.context_size)
+        use_ctc=use_ctc, use_transducer=True, vocab_size=cfg.vocab_size,
+        decoder_dim=cfg.decoder_dim, joiner_dim=cfg.joiner_dim, context_size=cfg.context_size)
