@@ -179,3 +179,49 @@ def test_slot_runtime_matches_icefall_streaming_decode(up, seed):
         assert searches[s].best().tokens == offline[s], s
         assert as_icefall[s].best().tokens == ref_tokens, s
     assert sum(map(len, offline)) > 10 and sum(len(t) for _, t in want) > 10
+
+
+# -- GPU: the captured slot step --------------------------------------------------------------
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@torch.inference_mode()
+def test_captured_slot_steps_equal_eager_on_cuda(dtype):
+    """One CUDA graph per power-of-two cohort width replays what the eager step computes."""
+    cfg = ZipformerConfig(**GEOMETRY, **{**HEADS, "use_ctc": False}, causal=True,
+                          decode_chunk_size=CHUNK, decode_left_context_frames=LEFT)
+    torch.manual_seed(0)
+    model = ZipformerModel(cfg)
+    for p in model.parameters():
+        p.add_(torch.randn_like(p) * 0.2)
+    model = model.to("cuda", dtype).eval()
+    graphs = build_streaming_backend(model, max_streams=4, device="cuda", dtype=dtype)
+    eager = build_streaming_backend(model, max_streams=4, device="cuda", dtype=dtype,
+                                    use_cuda_graphs=False)
+    assert graphs.use_cuda_graphs and not eager.use_cuda_graphs
+    geo = model.encoder.streaming_geometry(model.encoder.streaming_chunk_frames)
+    g = torch.Generator().manual_seed(0)
+    feats = [torch.randn(400, cfg.feature_dim, generator=g) for _ in range(4)]
+    chunks = [windows(f, geo.window, geo.stride) for f in feats]
+    schedule = [[0], [0, 1], [0, 1, 2], [2, 1, 0, 3], [3], [1, 3], [0, 1, 2, 3]] * 2
+    outs = {}
+    for name, backend in (("graphs", graphs), ("eager", eager)):
+        pos = [0] * 4
+        for s in range(4):
+            backend.allocate(s)
+        got = [[] for _ in range(4)]
+        for cohort in schedule:
+            x = torch.stack([chunks[s][pos[s]] for s in cohort])
+            out, _ = backend.forward_step(cohort, x)
+            for r, s in enumerate(cohort):
+                got[s].append(out[r].float().cpu())
+                pos[s] += 1
+        outs[name] = got
+    assert {k[0] for k in graphs._graphs} == {1, 2, 4}
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    for a, b in zip(outs["graphs"], outs["eager"]):
+        for x, y in zip(a, b):
+            torch.testing.assert_close(x, y, **tol)
