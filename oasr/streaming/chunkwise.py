@@ -99,7 +99,22 @@ class ChunkwisePolicy:
         return self.encoder.streaming_kind
 
     # -- streams ------------------------------------------------------------------------------
+    def check_options(self, options: Any) -> None:
+        """Refuse stream options this model cannot act on (``language`` / ``task`` on a model
+        without that conditioning), as the engine's admission refuses a request's."""
+        from oasr.engine.request import DecodingOptions
+
+        decoding = DecodingOptions(language=options.language, task=options.task)
+        validate = getattr(self.engine.strategy, "validate_options", None)
+        if validate is not None:
+            validate(decoding)
+        chosen = [n for n in ("language", "task") if getattr(options, n) is not None]
+        if chosen:
+            raise ValueError(f"{', '.join(chosen)}: per-stream conditioning is not served by "
+                             "the chunk-wise policy; stream without it")
+
     def open(self, stream: Stream) -> None:
+        self.check_options(stream.options)
         self.backend.allocate(stream.id)
         self.states[stream.id] = _State(self.head.new_search())
 
@@ -225,9 +240,9 @@ class ChunkwisePolicy:
         for f in hyp.frames[st.committed:stable]:
             stats.commit_lags.append(head - self.clock.seconds(st.utt_frame0 + f + 1))
         st.committed = max(st.committed, stable)
-        s.decoded_head = int(round(head * s.sample_rate))
+        s.decoded_head = min(int(round(head * s.sample_rate)), s.received)
 
-    def _words(self, st: _State) -> list[Word]:
+    def _words(self, s: Stream, st: _State) -> list[Word]:
         hyp = st.search.best()
         if not hyp.tokens:
             return []
@@ -236,11 +251,13 @@ class ChunkwisePolicy:
         fill_word_timings(out, self.tokenizer, hyp.tokens, starts, ends,
                           np.asarray(hyp.probs, dtype=np.float64), self.clock,
                           offset=self.clock.seconds(st.utt_frame0))
-        return [Word(w.word.strip(), w.start, w.end, w.confidence)
+        # frames of a zero-padded last chunk lie past the audio: clamp to what was heard
+        heard = s.received / s.sample_rate
+        return [Word(w.word.strip(), min(w.start, heard), min(w.end, heard), w.confidence)
                 for w in out.words or [] if w.word.strip()]
 
     def _finalize(self, s: Stream, st: _State, end_sample: int, rule: int | None) -> None:
-        words = self._words(st)
+        words = self._words(s, st)
         text = self._text(st.search.best().tokens)
         start = s.utterance_start / s.sample_rate
         end_s = end_sample / s.sample_rate
@@ -264,7 +281,8 @@ class ChunkwisePolicy:
         partial = full[len(committed):].strip() if full.startswith(committed) else full
         return StreamResult(committed=committed, partial=partial, words=[], is_final=False,
                             start=s.utterance_start / s.sample_rate,
-                            end=self._seconds_decoded(st), segment=s.segment)
+                            end=min(self._seconds_decoded(st), s.received / s.sample_rate),
+                            segment=s.segment)
 
     def drop_utterance(self, s: Stream) -> None:
         """``reset`` without an endpoint: forget the current utterance's hypothesis."""
