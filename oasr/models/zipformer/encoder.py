@@ -253,8 +253,6 @@ class ZipformerEncoder(BaseEncoder):
     // 2."""
 
     streaming_pad_value = LOG_EPS  # what a padding row's (and the input end's) frames hold
-    # Frames of the pad value appended at the input's end, icefall's tail (``streaming.py``).
-    streaming_tail_frames = SUBSAMPLER_CONTEXT
 
     def __init__(self, cfg: ZipformerConfig) -> None:
         super().__init__()
@@ -313,7 +311,9 @@ class ZipformerEncoder(BaseEncoder):
         if chunk != geo.output_frames:
             geo = ZipformerStreaming(2 * chunk, geo.left_context_frames)
             geo.check(self.cfg)
-        return StreamingGeometry(chunk=geo.output_frames, window=geo.window, stride=geo.stride)
+        # icefall's tail: 13 frames of log(1e-10) at the input's end (``streaming.py``).
+        return StreamingGeometry(chunk=geo.output_frames, window=geo.window, stride=geo.stride,
+                                 tail=SUBSAMPLER_CONTEXT)
 
     def get_streaming_init_states(self, batch_size: int = 1,
                                   device: torch.device | str | None = None
