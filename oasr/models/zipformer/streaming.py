@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from oasr.models.base import StreamingStateSpec
 from oasr.models.zipformer.config import ZipformerConfig
-
-if TYPE_CHECKING:
-    from oasr.models.zipformer.encoder import ZipformerEncoder
 
 __all__ = ["LOG_EPS", "SUBSAMPLER_CONTEXT", "ZipformerStreaming", "state_specs"]
 
@@ -108,10 +105,11 @@ def init_states(specs: tuple[StreamingStateSpec, ...], batch: int,
     return out
 
 
-def streaming_forward(encoder: ZipformerEncoder, geo: ZipformerStreaming, x: torch.Tensor,
+def streaming_forward(encoder: Any, geo: ZipformerStreaming, x: torch.Tensor,
                       x_lens: torch.Tensor, states: list[torch.Tensor]
                       ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-    """One chunk of every row: features (B, T <= window, F) -> (B, output_frames, C),
+    """One chunk of every row through ``encoder`` (a ``ZipformerEncoder``: its ``embed`` and
+    ``stacks``): features (B, T <= window, F) -> (B, output_frames, C),
     lengths (B,) (always ``output_frames``: the padding is decoded, as icefall does) and the
     new caches. Frames at or past a row's ``x_lens`` read as ``LOG_EPS`` (the input's end)."""
     b, t, _ = x.shape
