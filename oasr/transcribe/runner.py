@@ -46,9 +46,8 @@ from oasr.transcribe.running_wer import RunningWer
 SILENCE_PEAK = 1e-4
 # How far before Whisper's resume timestamp a pause may end for the next window to start there.
 ONSET_LOOKBACK_S = 0.6
-# Characters of previous text kept for the next window's prompt (Whisper reads its last 223
-# tokens; no text of English or any script packs 223 tokens into fewer characters than this).
-CONTEXT_CHARS = 8192
+# Previous-window token ids kept for the next window's prompt (Whisper reads its last 223).
+CONTEXT_TOKENS = 1024
 # The window of a model that declares none (CTC reads any length; this bounds memory per row).
 DEFAULT_WINDOW_S = 30.0
 
@@ -133,15 +132,11 @@ class _RowState:
     segments: list[dict[str, Any]] = field(default_factory=list)
     words: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
-    # The prompt of the next window: the initial prompt and the texts settled since a reset.
-    context: list[str] = field(default_factory=list)
-
-
-def _trim_context(context: list[str]) -> None:
-    """Drop the oldest texts the prompt cannot reach: the family keeps the last 223 tokens,
-    far fewer than ``CONTEXT_CHARS`` characters, so a long recording's prompt stays bounded."""
-    while len(context) > 1 and sum(len(t) + 1 for t in context[1:]) >= CONTEXT_CHARS:
-        del context[0]
+    # The next window's prompt: the initial prompt's text until a window is kept; with
+    # conditioning, token ids instead (the initial prompt's, then the windows' settled tokens,
+    # timestamps included, since the last reset).
+    prompt_text: str | None = None
+    prompt_ids: list[int] | None = None
 
 
 def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
@@ -239,9 +234,20 @@ class Transcriber:
         state = _RowState(row, ForwardAudio(chunks), decoding)
         initial = row.prompt if row.prompt is not None else self.options.initial_prompt
         if initial and initial.strip():
-            state.context.append(initial.strip())
+            state.prompt_text = initial
+        if self.options.condition_on_previous_text:
+            state.prompt_ids = (self._encode(" " + initial.strip()) if state.prompt_text
+                                else [])
+            state.prompt_text = None
         self.active[row.id] = state
         self._next_window(state, 0)
+
+    def _encode(self, text: str) -> list[int]:
+        tokenizer = self.engine.tokenizer
+        if tokenizer is None or not hasattr(tokenizer, "encode"):
+            raise ValueError("condition_on_previous_text needs the model's tokenizer to encode "
+                             "the initial prompt")
+        return list(tokenizer.encode(text))
 
     def _fail(self, state: _RowState, message: str) -> None:
         self.active.pop(state.row.id, None)
@@ -287,7 +293,7 @@ class Transcriber:
             seek += len(audio)
         decoding = replace(state.decoding, timestamps=state.long and self.resumes,
                            max_new_tokens=generation_cap(len(audio) / self.sr),
-                           prompt=" ".join(state.context) if state.context else None)
+                           prompt=state.prompt_ids or state.prompt_text)
         fallback = self.options.fallback
         if fallback is not None:
             temperature = fallback.temperatures[state.attempt]
@@ -328,13 +334,14 @@ class Transcriber:
         if is_repetition(out.token_ids, out.finish_reason):
             out.finish_reason = "repetition"
         state.outs.append(out)
-        if (self.options.condition_on_previous_text
-                and temperature <= self.options.prompt_reset_on_temperature):
-            if out.text:
-                state.context.append(out.text)
-                _trim_context(state.context)
-        else:
-            state.context = []
+        state.prompt_text = None  # the initial prompt served the first window kept
+        if state.prompt_ids is not None:
+            if temperature <= self.options.prompt_reset_on_temperature:
+                kept = (out.settled_token_ids if out.settled_token_ids is not None
+                        else out.token_ids)
+                state.prompt_ids = (state.prompt_ids + list(kept))[-CONTEXT_TOKENS:]
+            else:
+                state.prompt_ids = []
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
         # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.

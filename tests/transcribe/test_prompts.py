@@ -22,7 +22,8 @@ def _long(tmp_path) -> str:
 
 
 def _run(rows, **options):
-    """(output rows, [(request id, temperature, prompt)] in submission order, texts by id)."""
+    """(output rows, [(request id, temperature, prompt)] in submission order, each window's
+    settled token ids, the tokenizer)."""
     engine = build_tiny_engine(window_s=6.0)
     seen: list[tuple[str, float, str | None]] = []
     add = engine.add_request
@@ -32,53 +33,54 @@ def _run(rows, **options):
         return add(request)
 
     engine.add_request = spy
-    texts: dict[str, str] = {}
+    kept: dict[str, list[int]] = {}
     run = engine.run
 
     def tap(requests, **kw):
-        # The tiny model's windows settle no text; each says a word of its own instead, so
-        # what the runner carries forward is known.
         for out in run(requests, **kw):
-            out.text = texts[out.request_id] = f"said{len(texts)}"
+            kept[out.request_id] = (out.settled_token_ids if out.settled_token_ids is not None
+                                    else out.token_ids)
             yield out
 
     engine.run = tap
     outs = [o for o, _ in Transcriber(engine, TranscribeOptions(inputs=[], **options))
             .run(iter(rows))]
-    return outs, seen, texts
+    return outs, seen, kept, engine.tokenizer
 
 
-def test_each_window_is_prompted_with_the_text_settled_before_it(tmp_path):
-    outs, seen, texts = _run([ManifestRow("L", _long(tmp_path))], initial_prompt=" Quilter ",
-                             condition_on_previous_text=True)
+def test_each_window_is_prompted_with_the_tokens_settled_before_it(tmp_path):
+    outs, seen, kept, tok = _run([ManifestRow("L", _long(tmp_path))], initial_prompt=" Quilter ",
+                                 condition_on_previous_text=True)
     assert len(seen) >= 3 and outs[0].error is None
-    said = ["Quilter"]
+    # Whisper's all_tokens: the initial prompt's tokens, then each window's settled tokens
+    # (timestamps included).
+    context = list(tok.encode(" Quilter"))
     for request_id, _, prompt in seen:
-        assert prompt == " ".join(said), request_id
-        if texts[request_id]:  # an empty window adds nothing
-            said.append(texts[request_id])
-    assert len(said) > 2  # some windows did say something
+        assert prompt == context, request_id
+        context = context + kept[request_id]
+    assert any(t >= tok.timestamp_begin for t in context)
 
 
 def test_without_conditioning_only_the_first_window_is_prompted(tmp_path):
-    _, seen, _ = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter")
+    _, seen, _, _ = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter")
     assert [p for _, _, p in seen] == ["Quilter"] + [None] * (len(seen) - 1)
 
 
 def test_a_window_kept_above_temperature_half_resets_the_prompt(tmp_path):
     # Every window fails at 0.0 (threshold above any log-probability) and stands at 0.6.
     fallback = TemperatureFallback((0.0, 0.6), logprob_threshold=100.0)
-    _, seen, _ = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter",
-                      condition_on_previous_text=True, fallback=fallback)
+    _, seen, _, tok = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter",
+                           condition_on_previous_text=True, fallback=fallback)
     # The first window goes twice with the initial prompt (its retry included); every later
     # window starts from an empty prompt, the text kept at 0.6 having reset it.
-    assert seen[0][1:] == (0.0, "Quilter") and seen[1][1:] == (0.6, "Quilter")
+    first = list(tok.encode(" Quilter"))
+    assert seen[0][1:] == (0.0, first) and seen[1][1:] == (0.6, first)
     assert all(p is None for _, _, p in seen[2:]) and len(seen) > 2
 
 
 def test_a_prompt_column_wins_over_the_initial_prompt(tmp_path):
     rows = [ManifestRow("a", str(clip(CLIPS[0])), prompt="Mr. Thornton"),
             ManifestRow("b", str(clip(CLIPS[1])))]
-    outs, seen, _ = _run(rows, initial_prompt="Helstone")
+    outs, seen, _, _ = _run(rows, initial_prompt="Helstone")
     assert {r.split("\x1f")[0]: p for r, _, p in seen} == {"a": "Mr. Thornton", "b": "Helstone"}
     assert all(o.error is None and o.text for o in outs)

@@ -31,6 +31,7 @@ from oasr.engine.decode.sampling import RowSampling
 from oasr.engine.decode.timestamp_rules import (
     TimestampVocab,
     apply_timestamp_rules,
+    settled_tokens,
     window_result,
 )
 from oasr.engine.decoder_graph import DEFAULT_MAX_CAPTURES
@@ -180,6 +181,8 @@ class AedDecodeStrategy(IncrementalArStrategy):
         prompt.strip()`` (openai-whisper's and faster-whisper's encoding), or nothing for no
         (or a blank) prompt."""
         text = decoding.prompt
+        if isinstance(text, list):  # token ids: a previous window's, as they were generated
+            return [self._sot_prev, *text[-self._prompt_limit:]] if text else []
         if text is None or not text.strip():
             return []
         ids = self._prefixes.get(text)
@@ -451,11 +454,12 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     def finish_row(self, row: ArRow, tokens: list[int], logps: list[float],
                    finish_reason: str) -> RequestOutput:
-        segments = resume = None
+        segments = resume = settled_ids = None
         settled_text: list[int] | None = None
         if row.extra.get("timestamps") and self._ts_vocab is not None:
             # Only the segments the window settled count; the text is theirs.
             settled, resume = window_result(tokens, self._ts_vocab)
+            settled_ids = settled_tokens(tokens, self._ts_vocab)
             settled_text = [t for seg in settled for t in seg.tokens]
             segments = [(seg.start, seg.end, self.tokenizer.decode(seg.tokens).strip())
                         for seg in settled]
@@ -488,5 +492,6 @@ class AedDecodeStrategy(IncrementalArStrategy):
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,
             avg_logprob=avg_logprob, segments=segments, resume_at=resume,
             no_speech_prob=None if no_speech is None else float(no_speech),
+            settled_token_ids=settled_ids,
             metadata=row.request.metadata,
         )
