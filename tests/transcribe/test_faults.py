@@ -436,7 +436,7 @@ def test_digital_silence_is_an_empty_transcript_with_a_reason(bundle, clips, tmp
         assert row["finish_reason"] == "silence"
         assert row["duration"] == pytest.approx(seconds)
     assert rows["speech"]["text"] and rows["speech"]["finish_reason"] == "stop"
-    assert "2 rows are digital silence" in flat(result.output)
+    assert "2 rows are silent: digital silence" in flat(result.output)
     assert "0" in flat(result.output)  # no error rows counted
 
 
