@@ -161,3 +161,11 @@ def test_prompted_rows_on_cuda_paged_step_graphs_match_the_cpu(loaded, audio):
     for key, out in cpu.items():
         assert cuda[key].token_ids == out.token_ids, key
         assert cuda[key].no_speech_prob == pytest.approx(out.no_speech_prob, abs=1e-3), key
+
+
+def test_beam_search_takes_prompts_of_different_lengths_in_one_batch(loaded, audio):
+    rows = [("1688-142285-0005", "Helstone."), ("1688-142285-0002", None)]
+    beam = _decode(loaded, audio, rows, decode_options={"beam_size": 2})
+    assert "Helstone" in beam["1688-142285-0005|Helstone."].text
+    assert beam["1688-142285-0002|None"].text == "You don't mean that you thought me so silly."
+    assert all(o.no_speech_prob is not None for o in beam.values())
