@@ -90,9 +90,10 @@ def transcribe_command(
              "<|startofprev|> prompt; a manifest's `prompt` column wins per row."),
     condition_on_previous_text: bool = typer.Option(
         False, "--condition-on-previous-text/--no-condition-on-previous-text",
-        help="Long recordings: prompt each window with the text settled before it (reset "
-             "after a window kept above temperature 0.5). Off by default: on the shared "
-             "9.5-min recording it measured worse with tiny.en (docs/decoding.md)."),
+        help="Long recordings: prompt each window with the tokens settled before it (reset "
+             "after a window kept above temperature 0.5). Off by default: tiny.en gained 0.5 "
+             "WER points with it on the shared 9.5-min recording, within the seam noise, and "
+             "without a --temperature schedule nothing resets a loop (docs/decoding.md)."),
     seed: int = typer.Option(0, help="Seed of sampled decodes (temperature > 0): reruns match."),
     threads: int | None = typer.Option(
         None, "--threads", help="CPU threads for torch (torch.set_num_threads)."),
