@@ -42,6 +42,7 @@ class _State:
     utt_frame0: int = 0  # encoder frame where the current utterance's search began
     committed: int = 0  # tokens of the current utterance already committed
     chunks: int = 0  # chunks forwarded
+    dim: int = 0  # feature width (0: no frame seen yet)
     feats_flushed: bool = False  # the frontend's last frames (input finished) are in ``feats``
 
 
@@ -77,6 +78,7 @@ class ChunkwisePolicy:
         self.geometry = _geometry(encoder, self.chunk)
         self.window, self.stride = self.geometry.window, self.geometry.stride
         self.right_context = encoder.right_context
+        self.pad_value = float(getattr(encoder, "streaming_pad_value", 0.0))
         self.engine = engine
         self.model = model
         self.encoder = encoder
@@ -136,12 +138,15 @@ class ChunkwisePolicy:
             st.feats_flushed = True
             if flush is not None:
                 self._push(st, flush(st.feat_state, self.feature_config))
+            if self.geometry.tail and st.dim:
+                self._push(st, torch.full((self.geometry.tail, st.dim), self.pad_value))
 
     @staticmethod
     def _push(st: _State, feats: torch.Tensor) -> None:
         if feats.shape[0]:
             st.feats.append(feats)
             st.pending += feats.shape[0]
+            st.dim = feats.shape[1]
 
     def _need(self, st: _State) -> int:
         """Frames the stream's next chunk reads."""
@@ -155,6 +160,8 @@ class ChunkwisePolicy:
             return need
         if not s.finished:
             return 0
+        if self.geometry.tail:  # the tail is in ``feats``: a chunk starts at any frame left
+            return st.pending
         if self.geometry.pad_last:  # frames not yet read by any chunk
             unread = st.pending - (0 if st.chunks == 0 else self.window - self.stride)
             return st.pending if unread > 0 else 0
@@ -201,17 +208,20 @@ class ChunkwisePolicy:
 
     def _forward(self, cohort: list[tuple[Stream, _State, int]]) -> None:
         geo = self.geometry
-        sizes = [self._need(st) if geo.pad_last else n for _, st, n in cohort]
+        padded = geo.pad_last or geo.tail > 0
+        sizes = [self._need(st) if padded else n for _, st, n in cohort]
         dim = cohort[0][1].feats[0].shape[1]
-        x = torch.zeros(len(cohort), max(sizes), dim)
+        x = torch.full((len(cohort), max(sizes), dim), self.pad_value if geo.tail else 0.0)
         for r, (_, st, n) in enumerate(cohort):
             buf = torch.cat(st.feats) if len(st.feats) > 1 else st.feats[0]
             x[r, :n] = buf[:n]
             # The next window re-reads the last ``window - stride`` frames this one read (the
-            # first chunk may read a window of its own); a last, short one consumes everything.
+            # first chunk may read a window of its own); a last, short one consumes everything
+            # (with a tail, every chunk advances its stride: the tail decides when they stop).
             need = self._need(st)
             step = need - (self.window - self.stride)
-            keep = buf[min(step, buf.shape[0]) if n == need else buf.shape[0]:]
+            whole = n == need or geo.tail > 0
+            keep = buf[min(step, buf.shape[0]) if whole else buf.shape[0]:]
             st.feats = [keep] if keep.shape[0] else []
             st.pending = keep.shape[0]
             st.chunks += 1
