@@ -162,3 +162,23 @@ def test_streams_condition_on_their_own_language(prompted) -> None:
                                               BLANK)[0][0]))
     assert all(wants) and wants[0] != wants[1]
     assert finals == [[w] for w in wants]
+
+
+def test_cli_streams_with_a_language(prompted, tmp_path) -> None:
+    hf, src, bundle = prompted
+    audio = _audio()
+    feats = _reference_feats(audio)
+    chunks, p, size = [], 0, 9
+    while p < feats.shape[0]:
+        c = feats[p:p + size]
+        chunks.append(torch.cat([c, c.new_zeros(size - c.shape[0], c.shape[1])])[None])
+        p, size = p + size, 16
+    with torch.no_grad():
+        gen = hf.generate(input_features=(c for c in chunks), decoder_start_token_id=BLANK,
+                          num_lookahead_tokens=1, prompt_ids=torch.tensor([PROMPTS["fr"]]))
+    want = _text(src, hf_hypotheses(gen, torch.tensor([2 * len(chunks)]), BLANK)[0][0])
+    out = tmp_path / "fr.jsonl"
+    res = CliRunner().invoke(app, ["stream", str(CLIP), "--model", str(bundle), "--device",
+                                   "cpu", "--no-endpoint", "--language", "fr", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert want and [json.loads(x)["text"] for x in out.read_text().splitlines()] == [want]
