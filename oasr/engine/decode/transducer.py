@@ -76,6 +76,21 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
             raise ValueError(
                 f"{type(self.predictor).__name__} is recurrent (no label window); modified "
                 "beam search needs a label-window predictor: decode with beam_size=1")
+        # a prompted encoder (its encoder_options carry ``language``) conditions the frames
+        # the joint reads on each request's language (``model.apply_prompt``)
+        self.prompted = "language" in getattr(model, "encoder_options", dict)()
+        if self.prompted:
+            self.selective_options = ("language",)
+
+    def validate_options(self, decoding: Any) -> None:
+        super().validate_options(decoding)
+        if self.prompted and decoding.language is not None:
+            self.model.prompt_slots([decoding.language])  # an unknown language raises
+
+    def condition(self, hidden: torch.Tensor, languages: list[str | None]) -> torch.Tensor:
+        """The encoder frames the joint reads: prompted on each row's language, if the model
+        is prompted."""
+        return self.model.apply_prompt(hidden, languages) if self.prompted else hidden
 
     def n_best_limit(self) -> tuple[int, str]:
         return self.options.beam_size, "raise beam_size"
@@ -121,6 +136,7 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
                        requests: list[Request]) -> list[RequestOutput]:
         """hidden (B, T', C), lens (B,) encoder frames -> one output per request."""
         wanted = [r.decoding.n_best or self.options.nbest for r in requests]
+        hidden = self.condition(hidden, [r.decoding.language for r in requests])
         rows = self.search(hidden, lens, max(wanted))
         frames = ([hidden.shape[1]] * hidden.shape[0] if lens is None
                   else lens.detach().cpu().tolist())
