@@ -5,8 +5,9 @@ drives the model's ``predictor`` (a ``TransducerPredictor``) and ``joiner`` (a `
 through ``transducer_search``. ``beam_size`` 1 is greedy with up to ``max_sym_per_frame``
 labels per frame (on CUDA the device-resident loop of ``transducer_graph``, replayed from
 CUDA graphs; the host loop elsewhere, and as its oracle); wider beams are icefall's modified
-beam search (one label per frame), which needs a label-window predictor (``TransducerPredictor.label_window``): a recurrent predictor
-refuses it at construction, naming the fix.
+beam search (one label per frame), which needs a label-window predictor
+(``TransducerPredictor.label_window``): a recurrent predictor refuses it at construction,
+naming the fix.
 
 Word timings come from the emission frames the search records: a label's span runs from its
 emitting frame to the next label's, and its posterior is the joiner's softmax at emission.
