@@ -37,6 +37,7 @@ from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manife
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
+from oasr.transcribe.output_thread import OutputThread
 from oasr.transcribe.prefetch import AudioPrefetch, default_workers
 from oasr.transcribe.running_wer import RunningWer
 
@@ -70,6 +71,8 @@ class TranscribeOptions:
     # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
     # core but one (at most 16); 0: decode on the transcriber's thread.
     decode_workers: int | None = None
+    # Write rows and score their WER on a thread of their own (oasr.transcribe.output_thread).
+    output_thread: bool = True
 
 
 @dataclass
@@ -211,6 +214,15 @@ class Transcriber:
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
         self._prefetch: AudioPrefetch | None = None
+
+    @property
+    def prefetch_depth(self) -> int:
+        """Rows opened (decoding) ahead of the rows in flight: two admissions' worth, what a
+        finishing batch frees, and no more than ``max_active``, so the rows held stay bounded
+        by the rows in flight."""
+        if not self.prefetch_audio:
+            return 0
+        return min(2 * self.engine.config.max_batch_size, self.max_active)
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -373,8 +385,7 @@ class Transcriber:
         workers = self.options.decode_workers
         workers = default_workers() if workers is None else workers
         if self.prefetch_audio and workers > 0:
-            # Two admissions' worth of rows decoded ahead: what a batch finishing frees.
-            self._prefetch = AudioPrefetch(workers, depth=2 * self.engine.config.max_batch_size)
+            self._prefetch = AudioPrefetch(workers, depth=self.prefetch_depth)
             rows = self._prefetch.rows(iter(rows), self._open_chunks)
         self._rows, self._rows_done = iter(rows), False
         try:
@@ -432,7 +443,11 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
     """Transcribe every row not already in ``writer``'s output; returns the run's figures.
     ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``). A run that
     stops early (an exception, Ctrl-C) writes the rows it had finished but not yet released
-    before aborting the writer."""
+    before aborting the writer.
+
+    With ``options.output_thread`` the rows are written and their WER scored on a thread of
+    their own (:mod:`oasr.transcribe.output_thread`): ``stats.wer`` is complete when this
+    returns, not row by row in ``on_row``."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -447,17 +462,28 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start, dispatched = time.perf_counter(), ops.snapshot()
     runner = transcriber or Transcriber(engine, options)
+    output = OutputThread(writer, stats.wer).start() if options.output_thread else None
     try:
-        on_output = getattr(writer, "flush_if_due", None)
-        runner.on_output = on_output
+        if output is not None:
+            runner.on_output = output.tick
+        else:
+            runner.on_output = getattr(writer, "flush_if_due", None)
         for out, ref in runner.run(todo()):
-            writer.write(out)
-            stats.add(out, ref)
+            if output is not None:
+                output.put(out, ref)
+                stats.add(out, None)  # the output thread scores the WER
+            else:
+                writer.write(out)
+                stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start
             if on_row is not None:
                 on_row(out, stats)
+        if output is not None:
+            output.stop()
     except BaseException:
         try:
+            if output is not None:
+                output.stop(raise_error=False)  # the rows already handed over are written
             # Finished work is kept (a rerun skips it), out of input order.
             for out, _ in runner.take_unreleased():
                 writer.write(out)
