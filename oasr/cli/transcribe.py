@@ -128,6 +128,9 @@ def transcribe_command(
     decoded); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), finished rows kept.
     """
     flags = SimpleNamespace(**locals())
+    from oasr.io.pandas_probe import answer_no_pandas
+
+    answer_no_pandas()  # before the first pyarrow conversion: 0.5 s of start-up
     from rich.console import Console
     from rich.markup import escape
 
