@@ -69,7 +69,7 @@ class TranscribeOptions:
     # the recording's duration or None), so progress moves within a recording.
     on_window: Callable[[str, float, float | None], Any] | None = None
     # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
-    # core but one (at most 16); 0: decode on the transcriber's thread.
+    # core but one (at most 8); 0: decode on the transcriber's thread.
     decode_workers: int | None = None
     # Write rows and score their WER on a thread of their own (oasr.transcribe.output_thread).
     output_thread: bool = True

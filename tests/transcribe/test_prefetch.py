@@ -79,7 +79,7 @@ def test_rows_keep_their_order_and_a_manifest_error_comes_after_the_rows_before_
 
 
 def test_default_workers_leaves_the_engine_a_core():
-    assert 1 <= default_workers() <= 16
+    assert 1 <= default_workers() <= 8
 
 
 def _manifest(tmp_path: Path) -> Path:
