@@ -103,6 +103,18 @@ def transcribe_command(
     gpus: str | None = typer.Option(
         None, help="all, a count N or ids 0,1: one worker process per GPU over --shard i/n, "
                    "one output file per shard plus <out>.shards.json (docs/scale.md)."),
+    ray: str | None = typer.Option(
+        None, "--ray",
+        help="local (start a local Ray cluster), auto (join the running one) or a cluster "
+             "address: read the Parquet manifests with Ray Data, transcribe on model actors, "
+             "write a folder of Parquet parts to -o; reruns skip the ids there (oasr[ray], "
+             "docs/scale.md)."),
+    ray_actors: int | None = typer.Option(
+        None, help="--ray: model actors (default: one per GPU of the cluster, else 1)."),
+    ray_gpus: float | None = typer.Option(
+        None, help="--ray: GPUs per actor (default: 1 when the cluster has GPUs, else 0)."),
+    ray_cpus: float | None = typer.Option(
+        None, help="--ray: CPUs per actor (default 1; fractional on a machine with few cores)."),
     limit: int | None = typer.Option(None, help="Transcribe at most this many rows."),
     retry_errors: bool = typer.Option(
         False, help="On resume, run the rows that ended with an error again."),
@@ -142,6 +154,11 @@ def transcribe_command(
         flags.progress = False
     if gpus is not None:
         _launch_workers(console, output, gpus)
+        return
+    if ray is not None:
+        from oasr.cli.transcribe_ray import run_ray
+
+        run_ray(console, flags)
         return
 
     def fail(exc: Exception, code: int = 2) -> typer.Exit:
