@@ -80,7 +80,7 @@ def cli(*args: object):
 
 def test_ray_rows_equal_the_cli_and_a_rerun_skips_done_ids(ray_cluster, bundle, manifest,
                                                            tmp_path):
-    from oasr.integrations.ray import transcribe_parquet
+    from oasr.integrations.ray import transcribe_dataset
 
     path, rows = manifest
     single = cli(path, "-o", tmp_path / "one.parquet", "--model", bundle)
@@ -88,13 +88,15 @@ def test_ray_rows_equal_the_cli_and_a_rerun_skips_done_ids(ray_cluster, bundle, 
     expect = pq.read_table(tmp_path / "one.parquet").to_pylist()
     assert [r["id"] for r in expect if r["error"]] == ["broken"]
 
-    # A first run over part of the manifest, as a run killed after its first parts leaves it.
+    # A first run over part of the manifest (what a run killed after its first parts leaves),
+    # through the Python helper: read, map on one actor, write.
     head = path.with_name("head.parquet")  # beside the manifest: its relative path resolves
     pq.write_table(pa.Table.from_pylist(rows[:3]), head)
     out = tmp_path / "ray-out"
-    first = transcribe_parquet([str(head)], out, str(bundle), num_cpus=0.5, concurrency=1,
-                               threads=1, progress=False)
-    assert (first.rows, first.errors, first.skipped) == (3, 1, 0)
+    ds = ray_cluster.data.read_parquet(str(head))
+    transcribe_dataset(ds, str(bundle), num_cpus=0.5, concurrency=1, batch_rows=2, threads=1,
+                       folder=str(path.parent), label=str(head)).write_parquet(str(out))
+    assert done_ids(out)[:2] == ({r["id"] for r in rows[:3]}, 1)
 
     # The whole manifest through the command line: only the ids not yet in the folder run.
     again = cli(path, "-o", out, "--model", bundle, "--ray", "local", "--ray-cpus", "0.5",
@@ -107,29 +109,23 @@ def test_ray_rows_equal_the_cli_and_a_rerun_skips_done_ids(ray_cluster, bundle, 
     broken = by_id(got)["broken"]["error"]
     assert broken.startswith(f"{head} id broken: ") and "not a readable audio file" in broken
 
-    # Nothing left to do: a third run writes no row and duplicates none.
-    third = transcribe_parquet([str(path)], out, str(bundle), num_cpus=0.5, concurrency=1,
-                               threads=1, progress=False)
-    assert (third.rows, third.skipped) == (0, len(rows))
-    assert len(pq.read_table(out)) == len(rows)
 
-
-def test_transcriber_maps_one_batch_like_the_runner(ray_cluster, bundle, manifest):
-    """The callable class alone (what map_batches runs), and transcribe_dataset over an
-    in-memory dataset: same rows either way."""
-    from oasr.integrations.ray import Transcriber, transcribe_dataset
+def test_transcriber_maps_batches_like_the_runner(bundle, manifest):
+    """The callable class alone, as map_batches runs it on an actor: rows in batch order,
+    passthrough kept, a batch split in two giving the same rows, an empty batch typed."""
+    from oasr.integrations.ray import Transcriber
 
     path, rows = manifest
     table = pq.read_table(path)
     local = Transcriber(str(bundle), threads=1, folder=str(path.parent), label=str(path))
-    direct = local(table).to_pylist()
-    assert [r["id"] for r in direct] == [r["id"] for r in rows]  # input order within a batch
+    whole = local(table)
+    direct = whole.to_pylist()
+    assert [r["id"] for r in direct] == [r["id"] for r in rows]
     assert [r["speaker"] for r in direct] == [r["speaker"] for r in rows]  # passthrough
-    ds = ray_cluster.data.from_arrow(table)
-    mapped = transcribe_dataset(ds, str(bundle), num_cpus=0.5, concurrency=1, batch_rows=4,
-                                threads=1, folder=str(path.parent), label=str(path))
-    assert_same_rows(mapped.take_all(), direct)
-    assert Transcriber(str(bundle), threads=1)(table.slice(0, 0)).num_rows == 0
+    halves = local(table.slice(0, 3)).to_pylist() + local(table.slice(3)).to_pylist()
+    assert_same_rows(halves, direct)
+    empty = local(table.slice(0, 0))
+    assert empty.num_rows == 0 and empty.schema.names == whole.schema.names
 
 
 def test_ray_refuses_what_it_does_not_serve(manifest, tmp_path, bundle):
