@@ -70,6 +70,13 @@ def test_gpus_rows_equal_one_process_and_a_failed_shard_resumes(tmp_path):
     blocked.unlink()
     again = _run([*common, "-o", str(out), "--gpus", "2"], tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
+    # One summary for the run (the workers are quiet): the rows both shards ran now, the
+    # rows shard 0 had finished before skipped.
+    assert again.stderr.count("oasr transcribe") == 1, again.stderr[-3000:]
+    done_before = len(pq.read_table(parts["parts"][0]["output"]))
+    summary = next(line for line in again.stderr.splitlines() if line.startswith("│"))
+    cells = [c.strip() for c in summary.strip("│").split("│")]
+    assert cells[:2] == [str(len(rows) - done_before), str(done_before)], summary
     parts = json.loads(Path(f"{out}.shards.json").read_text())
     assert all(p["complete"] for p in parts["parts"])
     got = [r for p in parts["parts"] for r in pq.read_table(p["output"]).to_pylist()]
