@@ -56,17 +56,18 @@ class Transcriber:
     one model per actor, each batch of manifest rows -> a table of output rows.
 
     The keyword arguments are ``oasr transcribe``'s: ``model``, ``device``, ``dtype``,
-    ``batch_size`` (rows per encoder batch), ``decode_method``, ``decode_options`` (the family's
-    options, as ``-d``), ``language``, ``task``, ``word_timestamps`` (None: on when the family
-    can time words), ``temperature`` (one value or the fallback schedule) with
-    ``compression_ratio_threshold``, ``log_prob_threshold`` and ``seed``, ``language_check``,
-    ``vad``/``vad_model_dir``, ``threads``; ``columns`` picks the id/audio/text columns
+    ``batch_size`` (rows per encoder batch; None: the CLI's default for the device),
+    ``decode_method``, ``decode_options`` (the family's options, as ``-d``), ``language``,
+    ``task``, ``word_timestamps`` (None: on when the family can time words), ``temperature``
+    (one value or the fallback schedule) with ``compression_ratio_threshold``,
+    ``log_prob_threshold`` and ``seed``, ``language_check``, ``vad``/``vad_model_dir``,
+    ``threads``; ``columns`` picks the id/audio/text columns
     (:class:`~oasr.io.manifest.ColumnMap`); relative audio paths resolve against ``folder``;
     an error row names its row as ``<label> id <id>``.
     """
 
     def __init__(self, model: str = "", *, device: str = "auto", dtype: str = "auto",
-                 batch_size: int = 16, decode_method: str | None = None,
+                 batch_size: int | None = None, decode_method: str | None = None,
                  decode_options: dict[str, Any] | None = None, language: str | None = None,
                  task: str | None = None, word_timestamps: bool | None = None,
                  temperature: float | Sequence[float] = 0.0,
@@ -80,6 +81,11 @@ class Transcriber:
         from oasr.transcribe.fallback import TemperatureFallback
         from oasr.transcribe.language_check import build_language_check
 
+        if batch_size is None:  # the CLI's default for the actor's own device
+            from oasr.engine.config import EngineConfig
+            from oasr.transcribe.batch_size import default_batch_size
+
+            batch_size = default_batch_size(EngineConfig(device=device).resolve_device())
         loaded = load(model or None, device=device, dtype=dtype, batch_size=batch_size,
                       decode_method=decode_method, decode_options=decode_options,
                       word_timestamps=word_timestamps, threads=threads, language_check=False,
