@@ -102,6 +102,16 @@ def test_initial_prompt_and_conditioning_reach_the_engine(bundle, tmp_path, monk
     res = run(bundle, clip(SHORT[0]), "-o", out, "--initial-prompt", "Mr. Thornton",
               "--condition-on-previous-text", "--no-speech-threshold", "0.5")
     assert res.exit_code == 0, res.output
+    from oasr.tokenizers import build_tokenizer
+    from tests.transcribe.conftest import TOKENIZER_SPEC, tokenizer_folder
+
+    # Conditioning carries the prompt on as token ids (the first window's: the initial prompt).
+    tok = build_tokenizer(TOKENIZER_SPEC, tokenizer_folder())
+    assert prompts == [list(tok.encode(" Mr. Thornton"))]
+    prompts.clear()
+    plain = run(bundle, clip(SHORT[0]), "-o", tmp_path / "p.parquet", "--initial-prompt",
+                "Mr. Thornton")
+    assert plain.exit_code == 0, plain.output
     assert prompts == ["Mr. Thornton"]
     meta = pq.read_schema(out).metadata
     assert meta[b"initial_prompt"] == b"Mr. Thornton"
