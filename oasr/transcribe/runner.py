@@ -9,7 +9,7 @@ digital silence is not decoded, and a window Whisper's no-speech guard calls sil
 (``fallback.TemperatureFallback.silent``) keeps no text; a recording that is silent throughout
 gets empty text with ``finish_reason="silence"``. Whisper's prompt (``initial_prompt``, a row's
 ``prompt`` column) goes before the first window; ``condition_on_previous_text`` prompts each
-later window with the text settled before it, which the sequential windows of a recording
+later window with the tokens settled before it, which the sequential windows of a recording
 allow. Each window's generation is capped by its length (:mod:`oasr.transcribe.generation_limits`).
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
@@ -75,7 +75,7 @@ class TranscribeOptions:
     on_window: Callable[[str, float, float | None], Any] | None = None
     # Whisper's prompt: the text before the first window of every row without a ``prompt``
     # column (a row's column wins). With ``condition_on_previous_text`` each later window of a
-    # long recording is prompted with the text settled since the last reset (a window kept at
+    # long recording is prompted with the tokens settled since the last reset (a window kept at
     # a temperature above ``prompt_reset_on_temperature`` resets it, as in faster-whisper).
     initial_prompt: str | None = None
     condition_on_previous_text: bool = False
