@@ -156,6 +156,8 @@ def main() -> None:
                          "peak_gib": None if r["peak_gib"] is None else round(r["peak_gib"], 3)}
                 results["runs"].append(entry)
                 print(json.dumps(entry), flush=True)
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(results, indent=1))  # a time limit keeps these
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
 

@@ -268,26 +268,38 @@ def main() -> None:
         "utterances": len(rows), "audio_s": audio_s, "peer_skipped": skip or None, "runs": [],
         "peer_features": _peer_features(),
     }
-    for batch in (int(b) for b in args.batches.split(",")):
+    batches = [int(b) for b in args.batches.split(",")]
+    frames = sum(len(a) // 160 // 8 for _, a in rows)
+    ours_ids = {}
+    for batch in batches:  # ours first, every batch: a failing peer cannot lose them
         ours = run_ours(lm, rows, batch, args.device, args.dtype)
-        frames = sum(len(a) // 160 // 8 for _, a in rows)
+        ours_ids[batch] = ours["ids"]
         run: dict[str, Any] = {
             "batch": batch,
             "ours": {"wall_s": ours["wall_s"], "rtfx": audio_s / ours["wall_s"],
                      "peak_gib": ours["peak_gib"],
                      "tokens_per_frame": sum(map(len, ours["ids"].values())) / frames}}
-        if hf is not None:
+        result["runs"].append(run)
+        args.out.write_text(json.dumps(result, indent=2))
+        print(json.dumps(run), flush=True)
+    for run in result["runs"] if hf is not None else []:
+        batch = run["batch"]
+        try:
             peer = run_transformers(hf, rows, batch, args.device, torch_dtype[args.dtype],
                                     enc["num_mel_bins"])
-            same = sum(ours["ids"][u] == peer["ids"][u] for u, _ in rows) / len(rows)
-            run["transformers"] = {
-                "wall_s": peer["wall_s"], "rtfx": audio_s / peer["wall_s"],
-                "peak_gib": peer["peak_gib"],
-                "tokens_per_frame": sum(map(len, peer["ids"].values())) / frames}
-            run["speedup"] = peer["wall_s"] / ours["wall_s"]
-            run["identical_utterances"] = same
-        result["runs"].append(run)
-        print(json.dumps(run))
+        except Exception as exc:  # recorded, not hidden: the peer's failure is a result
+            run["transformers_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            args.out.write_text(json.dumps(result, indent=2))
+            break  # a CUDA device-side assert poisons the context for every later run
+        same = sum(ours_ids[batch][u] == peer["ids"][u] for u, _ in rows) / len(rows)
+        run["transformers"] = {
+            "wall_s": peer["wall_s"], "rtfx": audio_s / peer["wall_s"],
+            "peak_gib": peer["peak_gib"],
+            "tokens_per_frame": sum(map(len, peer["ids"].values())) / frames}
+        run["speedup"] = peer["wall_s"] / run["ours"]["wall_s"]
+        run["identical_utterances"] = same
+        args.out.write_text(json.dumps(result, indent=2))
+        print(json.dumps(run), flush=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")
 

@@ -109,6 +109,9 @@ def build_model(cfg: Qwen2AudioConfig, device: torch.device, dtype: torch.dtype
                 p.normal_(0.0, 0.02, generator=gen)
         for t in cfg.eos_token_ids:  # fixed-length generation: never a stop id
             model.decoder.lm_head.weight[t].zero_()
+        # The embedding's padding past the tokenizer: ours never picks it, so neither may
+        # transformers' copy (a zero row's logit 0 is below every step's random top logit).
+        model.decoder.lm_head.weight[max(specials_of(cfg).values()) + 1:].zero_()
     return model.eval()
 
 

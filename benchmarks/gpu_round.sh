@@ -1,59 +1,63 @@
 #!/usr/bin/env bash
 # One device call of benchmarks, after `gpu_session.sh stage1` / `stage2` (and a call that
 # carried staging/p3): `bash benchmarks/gpu_session.sh exec bash benchmarks/gpu_round.sh NAME`.
-# Each step has its own time limit and log; only JSON, text and PNG results land in $OUT.
+# Each step has its own time limit and log. Only a few files come back from a call, so every
+# log and result is written under $R and packed into one $OUT/round_NAME.tgz at the end.
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
+R=$K/round/${1:?models|archs|combo|final}
+rm -rf "$R"; mkdir -p "$R"
+trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
     local name=$1 secs=$2
     shift 2
     local t0=$SECONDS
-    timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+    timeout "$secs" "$@" > "$R/$name.log" 2>&1
     echo "== $name rc=$? $((SECONDS - t0))s"
-    tail -n "${TAIL:-6}" "$OUT/$name.log" | cut -c1-220
+    tail -n "${TAIL:-6}" "$R/$name.log" | cut -c1-220
 }
-case "${1:?models|archs|final}" in
+case "$1" in
 models)  # the layers' kernels, every gpu test, the new kernel and the VAD on the long recording
     TAIL=12 step pytest_gpu 260 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
-    step gpu_rnn 80 python3 benchmarks/gpu_rnn.py --out "$OUT/gpu_rnn.json" --data "$K"
+    step gpu_rnn 80 python3 benchmarks/gpu_rnn.py --out "$R/gpu_rnn.json" --data "$K"
     step vad 110 python3 benchmarks/vad_longform.py --device cuda --vad silero,fsmn,none \
-        --batch 16 --reps 1 --out "$OUT/gpu_vad_longform.json"
-    step parakeet 120 python3 benchmarks/gpu_parakeet.py "$OUT/gpu_parakeet.json" --data "$D" \
+        --batch 16 --reps 1 --out "$R/gpu_vad_longform.json"
+    step parakeet 120 python3 benchmarks/gpu_parakeet.py "$R/gpu_parakeet.json" --data "$D" \
         --batches 64,128 --dtype bf16 --minutes 10
     ;;
 archs)
-    step qwen2audio 170 python3 benchmarks/gpu_qwen2audio.py "$OUT/gpu_qwen2audio.json" \
+    step qwen2audio 170 python3 benchmarks/gpu_qwen2audio.py "$R/gpu_qwen2audio.json" \
         --data "$D/audio"
-    step zipformer 90 python3 benchmarks/gpu_zipformer.py "$OUT/gpu_zipformer.json" --data "$D" \
+    step zipformer 90 python3 benchmarks/gpu_zipformer.py "$R/gpu_zipformer.json" --data "$D" \
         --batch 64 --reps 5
-    step paraformer 80 python3 benchmarks/gpu_paraformer.py "$OUT/gpu_paraformer.json" \
+    step paraformer 80 python3 benchmarks/gpu_paraformer.py "$R/gpu_paraformer.json" \
         --data "$D" --minutes 10
-    step stream_conc 150 python3 benchmarks/gpu_stream_concurrency.py "$OUT/stream_conc" \
+    step stream_conc 150 python3 benchmarks/gpu_stream_concurrency.py "$R/stream_conc" \
         --data "$K" --seconds 6 --whisper-counts 1,8,32
-    step stream_longform 90 python3 benchmarks/stream_longform.py "$OUT/stream_longform.json" \
+    step stream_longform 90 python3 benchmarks/stream_longform.py "$R/stream_longform.json" \
         --device cuda
     ;;
 combo)  # one call holding what a short device budget allows
     TAIL=4 step pytest_gpu 90 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
-    TAIL=3 step gpu_rnn 40 python3 benchmarks/gpu_rnn.py --out "$OUT/gpu_rnn.json" --data "$K"
+    TAIL=3 step gpu_rnn 40 python3 benchmarks/gpu_rnn.py --out "$R/gpu_rnn.json" --data "$K"
     TAIL=8 step stream_longform 90 python3 benchmarks/stream_longform.py \
-        "$OUT/gpu_stream_longform.json" --device cuda
-    TAIL=3 step parakeet 75 python3 benchmarks/gpu_parakeet.py "$OUT/gpu_parakeet.json" \
+        "$R/gpu_stream_longform.json" --device cuda
+    TAIL=3 step parakeet 75 python3 benchmarks/gpu_parakeet.py "$R/gpu_parakeet.json" \
         --data "$D" --batches 64,128 --dtype bf16 --minutes 10
-    TAIL=3 step qwen2audio 100 python3 benchmarks/gpu_qwen2audio.py "$OUT/gpu_qwen2audio.json" \
+    TAIL=3 step qwen2audio 100 python3 benchmarks/gpu_qwen2audio.py "$R/gpu_qwen2audio.json" \
         --data "$D/audio"
-    TAIL=3 step zipformer 45 python3 benchmarks/gpu_zipformer.py "$OUT/gpu_zipformer.json" \
+    TAIL=3 step zipformer 45 python3 benchmarks/gpu_zipformer.py "$R/gpu_zipformer.json" \
         --data "$D" --batch 64 --reps 3
-    TAIL=3 step paraformer 40 python3 benchmarks/gpu_paraformer.py "$OUT/gpu_paraformer.json" \
+    TAIL=3 step paraformer 40 python3 benchmarks/gpu_paraformer.py "$R/gpu_paraformer.json" \
         --data "$D" --minutes 5
-    TAIL=3 step stream_conc 70 python3 benchmarks/gpu_stream_concurrency.py "$OUT/stream_conc" \
+    TAIL=3 step stream_conc 70 python3 benchmarks/gpu_stream_concurrency.py "$R/stream_conc" \
         --data "$K" --seconds 3 --whisper-counts 1,8
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
     step word_timings 150 python3 benchmarks/word_timings_longform.py --device cuda \
-        --arms oasr,transformers --out "$OUT/gpu_word_timings_longform.json"
-    TAIL=30 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$OUT/e2e" --data "$K"
+        --arms oasr,transformers --out "$R/gpu_word_timings_longform.json"
+    TAIL=30 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
     ;;
 esac

@@ -135,6 +135,16 @@ class LlmDecodeStrategy(IncrementalArStrategy):
             len(before) + cfg.audio_frames + len(after) + PROMPT_HEADROOM + self._engine_cap,
             cfg.max_position_embeddings)
         self.setup_decoder_kv(self._row_positions, greedy=True)
+        # Checkpoints pad the embedding past the tokenizer (Qwen2-Audio: 156,032 rows for
+        # 151,649 ids); a padded row is no token, so it is never chosen.
+        self._decodable = min(int(self.tokenizer.vocab_size), int(cfg.vocab_size))
+
+    def process_logits(self, logits: torch.Tensor, first: bool,
+                       group: GreedyGroup | None = None) -> torch.Tensor:
+        if logits.shape[-1] > self._decodable:
+            logits = logits.clone()
+            logits[..., self._decodable:] = float("-inf")
+        return logits
 
     @property
     def _engine_cap(self) -> int:

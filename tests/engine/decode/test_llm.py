@@ -196,3 +196,33 @@ def test_sampled_and_greedy_steps_do_not_sync_on_cuda(loaded, kv_storage):
                 torch.cuda.set_sync_debug_mode(0)
     finally:
         loaded.model.to("cpu")
+
+
+class _PaddedHead(torch.nn.Module):
+    """The head of a checkpoint whose embedding is padded past its tokenizer: eight more
+    outputs, each above every real logit (what random or untrained padded rows can do)."""
+
+    def __init__(self, head: torch.nn.Module, pad: int = 8) -> None:
+        super().__init__()
+        self.head, self.pad = head, pad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.head(x)
+        top = logits.amax(-1, keepdim=True) + 10.0
+        return torch.cat([logits, top.expand(*logits.shape[:-1], self.pad)], dim=-1)
+
+
+def test_rows_past_the_tokenizer_are_never_generated(loaded):
+    feats, lens = _features(4)
+    _, plain = _run(loaded, [None] * 4, feats, lens)
+    decoder = loaded.model.decoder
+    head = decoder.lm_head
+    decoder.lm_head = _PaddedHead(head)
+    try:
+        strategy, padded = _run(loaded, [None] * 4, feats, lens)
+    finally:
+        decoder.lm_head = head
+    assert strategy._decodable == loaded.tokenizer.vocab_size
+    for rid, out in plain.items():
+        assert padded[rid].token_ids == out.token_ids
+        assert padded[rid].text == out.text

@@ -47,7 +47,7 @@ def write_tokenizer(folder: Path, vocab: int = VOCAB) -> None:
 
 
 def save_hf(kind: str, folder: Path, seed: int = 0, blank_bias: float = 1.0,
-            **overrides: Any) -> torch.nn.Module:
+            extractor: bool = True, **overrides: Any) -> torch.nn.Module:
     """A random ``ParakeetFor{CTC,RNNT,TDT}`` saved with ``save_pretrained`` (+ tokenizer and
     feature-extractor configs); returns the model in eval mode."""
     import transformers as tf
@@ -70,7 +70,7 @@ def save_hf(kind: str, folder: Path, seed: int = 0, blank_bias: float = 1.0,
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     write_tokenizer(folder)
-    fe = tf.ParakeetFeatureExtractor(feature_size=ENCODER["num_mel_bins"])
-    fe.save_pretrained(folder)
+    if extractor:  # its construction needs librosa; the converter's defaults are its defaults
+        tf.ParakeetFeatureExtractor(feature_size=ENCODER["num_mel_bins"]).save_pretrained(folder)
     json.loads((folder / "config.json").read_text())  # written
     return model
