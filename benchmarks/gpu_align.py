@@ -17,8 +17,8 @@ and the torch oracle (``forward_native``). Correctness is recorded beside the ti
 spans of both paths per row, the kernel against the oracle and the host DTW on the real
 matrices and on random ragged ones (length-1 rows and columns, more tokens than frames).
 
-    python benchmarks/gpu_align.py OUT.json [--rows 64] [--device cuda] [--dtype fp16]
-        [--reps 10] [--data DIR]
+    python benchmarks/gpu_align.py OUT.json (or --out OUT.json) [--rows 64] [--device cuda]
+        [--dtype fp16] [--reps 10] [--data DIR]
 """
 
 from __future__ import annotations
@@ -126,7 +126,9 @@ def ragged_cases(device: torch.device) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path)
+    ap.add_argument("out", type=Path, nargs="?", default=None)
+    ap.add_argument("--out", dest="out_flag", type=Path, default=None,
+                    help="the same as the positional OUT (gpu_kernels.sh passes --out)")
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default=None)
@@ -134,6 +136,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", default=None)
     args = ap.parse_args()
+    args.out = args.out or args.out_flag
+    if args.out is None:
+        ap.error("name the output JSON (OUT or --out)")
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     args.dtype = args.dtype or ("fp16" if device.type == "cuda" else "fp32")
