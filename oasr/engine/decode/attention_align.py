@@ -5,10 +5,11 @@ derived, for a whole batch of finished rows at once: one teacher-forced decoder 
 (token sequences right-padded; causal attention never reads the pad), reusing the rows' cached
 cross-attention K/V. The scores of the checkpoint's ``alignment_heads`` become one
 (tokens x frames) matrix per row: softmax over the row's frames, standardised per frame over
-its tokens, median-filtered along time, averaged over heads; every step runs on the padded
-batch with the rows' own lengths. One batched DTW (``oasr.engine.decode.dtw``: a single kernel
-launch on CUDA) through the negated matrices gives each token the frame where its row's path
-first reaches it; a token ends where the next one starts.
+its tokens, median-filtered along time, averaged over heads: on CUDA as one padded batch with
+the rows' own lengths, on the CPU row by row at each row's size. One batched DTW
+(``oasr.engine.decode.dtw``: a single kernel launch on CUDA) through the negated matrices gives
+each token the frame where its row's path first reaches it; a token ends where the next one
+starts.
 
 ``alignment_matrix`` and ``align_rows_per_row`` state the same computation one row at a time
 (openai-whisper's order of operations): the oracle the batched path is tested against, and the
@@ -215,7 +216,7 @@ def spans_batched(scores: torch.Tensor, seq_lens: list[int], prompts: list[list[
     On CUDA the matrices are one padded batch (a fixed handful of launches, where row by row
     cost about 15 per row); on the CPU, where a launch costs nothing, each row's is built at its
     own size (``row_matrices``): the padded build did several times the arithmetic there
-    (measured 1.0 s against 0.17 s for 16 ragged LibriSpeech rows, docs/decoding.md)."""
+    (about 1.0 s against 0.17 s for 16 ragged LibriSpeech rows, docs/decoding.md)."""
     frames, firsts, counts = _geometry(scores, prompts, texts, num_frames)
     build = alignment_matrices if scores.is_cuda else row_matrices
     matrices = build(scores, seq_lens, firsts, counts, frames)
