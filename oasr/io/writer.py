@@ -226,7 +226,9 @@ class OutputWriter:
 
     def _part_records(self, part: Path) -> Iterator[tuple[str, bool]]:
         try:
-            table = pq.read_table(part, columns=["id", "error"])
+            # ParquetFile, not read_table: that imports pyarrow.dataset, and with it pandas.
+            with pq.ParquetFile(part) as pf:
+                table = pf.read(columns=["id", "error"])
         except pa.ArrowException as exc:
             raise OutputError(
                 f"unreadable part {part} ({exc}); remove it to redo its rows"
@@ -385,7 +387,8 @@ class OutputWriter:
     def _part_batches(self, parts: list[Path], winners: dict[str, int]) -> Iterator[pa.Table]:
         """Each part's rows that survive deduplication, as tables."""
         for s, part in enumerate(parts, start=1):
-            table = pq.read_table(part)
+            with pq.ParquetFile(part) as pf:
+                table = pf.read()
             ids = table.column("id").to_pylist()
             mask = [winners[i] == ((s << _SRC_BITS) | k) for k, i in enumerate(ids)]
             kept = table.filter(pa.array(mask, type=pa.bool_()))

@@ -306,8 +306,9 @@ class BaseAsrModel(nn.Module):
 
     def encoder_options(self) -> dict[str, Any]:
         """The encoder's configuration-dependent behaviour, by name (Conformer: the chunk mask
-        a static-chunk checkpoint keeps offline); empty when there is none. Nothing reads it
-        yet; it is where a run's metadata gets the encoder's resolved settings."""
+        a static-chunk checkpoint keeps offline); empty when there is none. A ``language``
+        entry declares a language prompt (``apply_prompt(hidden, languages)``), which the
+        ``transducer`` family and the chunk-wise policy admit per request / stream."""
         return {}
 
     def quantization_layout(self) -> tuple[SmoothingGroup, ...]:

@@ -110,10 +110,11 @@ class ChunkwisePolicy:
         validate = getattr(self.engine.strategy, "validate_options", None)
         if validate is not None:
             validate(decoding)
-        chosen = [n for n in ("language", "task") if getattr(options, n) is not None]
+        chosen = [n for n in ("language", "task") if getattr(options, n) is not None
+                  and n not in self.head.conditions]
         if chosen:
-            raise ValueError(f"{', '.join(chosen)}: per-stream conditioning is not served by "
-                             "the chunk-wise policy; stream without it")
+            raise ValueError(f"{', '.join(chosen)}: the {self.head.name} head does not "
+                             "condition on it while streaming; stream without it")
 
     def open(self, stream: Stream) -> None:
         self.check_options(stream.options)
@@ -228,7 +229,8 @@ class ChunkwisePolicy:
         x, lens = x.to(self.device, self.dtype), lens.to(self.device)
         with torch.inference_mode():
             out, out_lens = self.backend.forward_step([s.id for s, *_ in cohort], x, lens)
-            self.head.feed([st.search for _, st, _ in cohort], out, out_lens)
+            self.head.feed([st.search for _, st, _ in cohort], out, out_lens,
+                           [s.options.language for s, _, _ in cohort])
         for r, (s, st, _) in enumerate(cohort):
             st.frames_out += int(out_lens[r])
             s.stats.decodes += 1

@@ -5,12 +5,14 @@ One interface for every head: ``new_search()`` builds a stream's search (``feed`
 ``stable_prefix`` / ``reset``, its hypothesis carrying ``tokens``, ``frames`` (encoder frames
 from the utterance's start) and ``probs``); ``feed(searches, out, out_lens)`` advances a
 cohort's searches by one step's encoder output (B, T', C), row ``b`` the next ``out_lens[b]``
-frames of ``searches[b]``'s stream.
+frames of ``searches[b]``'s stream, conditioned on ``languages[b]`` (the stream's option) where
+the head serves conditioning (``conditions``; others are refused before a stream opens).
 
 - ``ctc``: the model's CTC head (``ctc_log_probs``) -> log-probs -> CTC greedy or the prefix
   beam (``beam_size``) per stream.
 - ``transducer``: the predictor and joiner -> greedy with the predictor state threaded across
-  chunks, the cohort's states stacked into one batched search (``feed_streams``).
+  chunks, the cohort's states stacked into one batched search (``feed_streams``); a prompted
+  model's frames are first conditioned on each stream's language (the family's ``condition``).
 
 ``build_head(engine)`` picks the head from the engine's decode family.
 """
@@ -31,11 +33,13 @@ class StreamHead:
     """A decoding head under the chunk-wise policy."""
 
     name = ""
+    conditions: tuple[str, ...] = ()  # stream options the head acts on (``language``)
 
     def new_search(self) -> Any:
         raise NotImplementedError
 
-    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor) -> None:
+    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor,
+             languages: list[str | None]) -> None:
         raise NotImplementedError
 
 
@@ -58,7 +62,8 @@ class CtcHead(StreamHead):
             return CtcGreedyStream(self.blank)
         return CtcPrefixBeamStream(self.beam_size, self.blank)
 
-    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor) -> None:
+    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor,
+             languages: list[str | None]) -> None:
         lp = self.model.ctc_log_probs(out).float().cpu().numpy()
         for r, search in enumerate(searches):
             search.feed(lp[r, :int(out_lens[r])])
@@ -67,7 +72,7 @@ class CtcHead(StreamHead):
 class TransducerHead(StreamHead):
     name = "transducer"
 
-    def __init__(self, model: Any, options: Any) -> None:
+    def __init__(self, model: Any, options: Any, strategy: Any = None) -> None:
         if getattr(model, "predictor", None) is None or getattr(model, "joiner", None) is None:
             raise ValueError(f"{type(model).__name__} has no transducer predictor and joiner")
         beam = int(getattr(options, "beam_size", 1))
@@ -77,12 +82,18 @@ class TransducerHead(StreamHead):
         self.predictor, self.joiner = model.predictor, model.joiner
         self.max_sym_per_frame = int(getattr(options, "max_sym_per_frame", 1))
         self.unk_id = getattr(model.config, "unk_id", None)
+        self.strategy = strategy
+        if getattr(strategy, "prompted", False):
+            self.conditions = ("language",)
 
     def new_search(self) -> TransducerGreedyStream:
         return TransducerGreedyStream(self.predictor, self.joiner, self.max_sym_per_frame,
                                       self.unk_id)
 
-    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor) -> None:
+    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor,
+             languages: list[str | None]) -> None:
+        if self.conditions:
+            out = self.strategy.condition(out, languages)
         feed_streams(searches, out, out_lens.to(out.device))
 
 
@@ -97,4 +108,6 @@ def build_head(engine: Any) -> StreamHead:
         raise ValueError(f"{type(engine.model).__name__} streams chunk-wise but decode family "
                          f"{family!r} has no streaming head (served: {', '.join(_HEADS)}); "
                          "pick one with --decode-method")
+    if cls is TransducerHead:
+        return cls(engine.model, engine.strategy.options, engine.strategy)
     return cls(engine.model, engine.strategy.options)

@@ -37,6 +37,8 @@ from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manife
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
+from oasr.transcribe.output_thread import OutputThread
+from oasr.transcribe.prefetch import AudioPrefetch, default_workers
 from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
@@ -66,6 +68,11 @@ class TranscribeOptions:
     # Called after each settled window of a long recording with (row id, seconds settled,
     # the recording's duration or None), so progress moves within a recording.
     on_window: Callable[[str, float, float | None], Any] | None = None
+    # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
+    # core but one (at most 8); 0: decode on the transcriber's thread.
+    decode_workers: int | None = None
+    # Write rows and score their WER on a thread of their own (oasr.transcribe.output_thread).
+    output_thread: bool = True
 
 
 @dataclass
@@ -174,7 +181,13 @@ class Transcriber:
     cut is decoded whole by the next one and nothing is decoded twice. Windows of one
     recording are sequential; windows of different recordings batch together (up to
     ``max_active`` recordings in flight).
+
+    Audio is decoded ahead on a thread pool (:mod:`oasr.transcribe.prefetch`) unless
+    ``options.decode_workers`` is 0; what reaches the engine is the same either way.
     """
+
+    # Whether rows are decoded ahead by the pool (a subclass reading its audio itself: False).
+    prefetch_audio = True
 
     def __init__(self, engine: ASREngine, options: TranscribeOptions,
                  max_active: int | None = None,
@@ -200,6 +213,16 @@ class Transcriber:
         self._queue: deque[Request] = deque()  # windows to hand the engine
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
+        self._prefetch: AudioPrefetch | None = None
+
+    @property
+    def prefetch_depth(self) -> int:
+        """Rows opened (decoding) ahead of the rows in flight: two admissions' worth, what a
+        finishing batch frees, and no more than ``max_active``, so the rows held stay bounded
+        by the rows in flight."""
+        if not self.prefetch_audio:
+            return 0
+        return min(2 * self.engine.config.max_batch_size, self.max_active)
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -209,14 +232,19 @@ class Transcriber:
                        else f"{row.source}: {row.error}")
             self.ready.append((_error_row(row, message), row.text))
             return
-        chunks = iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
-                                   offset=row.offset, duration=row.duration)
+        chunks = self._prefetch.take(row) if self._prefetch is not None else None
+        if chunks is None:
+            chunks = self._open_chunks(row)
         decoding = DecodingOptions(language=row.language or self.options.language,
                                    task=row.task or self.options.task, prompt=row.prompt,
                                    word_timestamps=self.options.word_timestamps)
         state = _RowState(row, ForwardAudio(chunks), decoding)
         self.active[row.id] = state
         self._next_window(state, 0)
+
+    def _open_chunks(self, row: ManifestRow) -> Iterator[np.ndarray]:
+        return iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
+                                 offset=row.offset, duration=row.duration)
 
     def _fail(self, state: _RowState, message: str) -> None:
         self.active.pop(state.row.id, None)
@@ -354,16 +382,26 @@ class Transcriber:
 
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
         """Yield (output row, reference text) as rows finish."""
+        workers = self.options.decode_workers
+        workers = default_workers() if workers is None else workers
+        if self.prefetch_audio and workers > 0:
+            self._prefetch = AudioPrefetch(workers, depth=self.prefetch_depth)
+            rows = self._prefetch.rows(iter(rows), self._open_chunks)
         self._rows, self._rows_done = iter(rows), False
-        while True:
-            for out in self.engine.run(self._requests()):
-                self._accept(out)
-                if self.on_output is not None:
-                    self.on_output()
+        try:
+            while True:
+                for out in self.engine.run(self._requests()):
+                    self._accept(out)
+                    if self.on_output is not None:
+                        self.on_output()
+                    yield from self._drain()
                 yield from self._drain()
-            yield from self._drain()
-            if self._rows_done and not self.active and not self._queue:
-                return
+                if self._rows_done and not self.active and not self._queue:
+                    return
+        finally:
+            if self._prefetch is not None:
+                self._prefetch.close()
+                self._prefetch = None
 
     def _waiting(self) -> int:
         return sum(len(v) for v in self._held.values())
@@ -405,7 +443,11 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
     """Transcribe every row not already in ``writer``'s output; returns the run's figures.
     ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``). A run that
     stops early (an exception, Ctrl-C) writes the rows it had finished but not yet released
-    before aborting the writer."""
+    before aborting the writer.
+
+    With ``options.output_thread`` the rows are written and their WER scored on a thread of
+    their own (:mod:`oasr.transcribe.output_thread`): ``stats.wer`` is complete when this
+    returns, not row by row in ``on_row``."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -420,17 +462,28 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start, dispatched = time.perf_counter(), ops.snapshot()
     runner = transcriber or Transcriber(engine, options)
+    output = OutputThread(writer, stats.wer).start() if options.output_thread else None
     try:
-        on_output = getattr(writer, "flush_if_due", None)
-        runner.on_output = on_output
+        if output is not None:
+            runner.on_output = output.tick
+        else:
+            runner.on_output = getattr(writer, "flush_if_due", None)
         for out, ref in runner.run(todo()):
-            writer.write(out)
-            stats.add(out, ref)
+            if output is not None:
+                output.put(out, ref)
+                stats.add(out, None)  # the output thread scores the WER
+            else:
+                writer.write(out)
+                stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start
             if on_row is not None:
                 on_row(out, stats)
+        if output is not None:
+            output.stop()
     except BaseException:
         try:
+            if output is not None:
+                output.stop(raise_error=False)  # the rows already handed over are written
             # Finished work is kept (a rerun skips it), out of input order.
             for out, _ in runner.take_unreleased():
                 writer.write(out)

@@ -122,6 +122,8 @@ class _VadRow:
 class VadTranscriber(Transcriber):
     """A ``Transcriber`` whose rows are gated and cut by a speech detector (module docstring)."""
 
+    prefetch_audio = False  # each group's audio is read whole for the detector, in _detected
+
     def __init__(self, engine: ASREngine, options: TranscribeOptions,
                  segmenter: RecordingSegmenter, max_active: int | None = None) -> None:
         super().__init__(engine, options, max_active)

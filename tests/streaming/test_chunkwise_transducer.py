@@ -234,3 +234,16 @@ def test_cli_streams_a_nemotron_bundle(nemotron, tmp_path):
     r = CliRunner().invoke(app, ["stream", str(wav), "--model", str(bundle), "--device", "cpu",
                                  "--language", "en"])
     assert r.exit_code == 2 and "language" in r.output
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_streams_equal_reference_streaming_generate(nemotron):
+    hf, src, bundle = nemotron
+    eng = ASREngine(EngineConfig(model=str(bundle), device="cuda"))
+    rec = StreamingRecognizer(eng, StreamOptions(endpoint=EndpointConfig(enabled=False)))
+    audios = [sf.read(DATA / f"{c}.flac", dtype="float32")[0] for c in CLIPS]
+    streams = [rec.create_stream() for _ in audios]
+    finals, _ = feed(rec, streams, audios, np.random.default_rng(3), delays=[0, 3])
+    for audio, got in zip(audios, finals):
+        assert [f.committed for f in got] == [text(src, reference_ids(hf, audio, 1))]
