@@ -39,6 +39,10 @@ from oasr.engine.request import Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 from oasr.native import native
 
+# Cross K/V held for the word-timing pass before it runs early (see _queue_alignment): a batch
+# of 64 tiny.en rows holds about 0.6 GB, of large-v3 rows about 16 GB.
+ALIGN_QUEUE_BYTES = 4 << 30
+
 
 @dataclass
 class AedOptions:
@@ -129,6 +133,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
             self._ts_vocab = TimestampVocab(cfg.eos_token_id, cfg.no_timestamps_token_id,
                                             cfg.timestamp_begin)
         self.beams: list[ArBeamGroup] = []
+        # Finished rows waiting for the alignment pass at the end of the current advance.
+        self._align_queue: list[tuple[list[ArRow], list[RequestOutput], list[torch.Tensor],
+                                      list[torch.Tensor]]] = []
+        self._align_queued_bytes = 0
         # Generated ids that are not text: end of text and the prompt's specials.
         self._not_text = {cfg.eos_token_id, cfg.decoder_start_token_id, *cfg.sot_sequence,
                           *cfg.lang_to_id.values(), *cfg.task_to_id.values()}
@@ -351,7 +359,9 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     def advance(self, budget: StepBudget) -> list[RequestOutput]:
         if not self.beams:
-            return super().advance(budget)
+            out = super().advance(budget)
+            self._flush_alignment()  # fills the queued rows' outputs in place
+            return out
         while self.beams and budget.take():
             g = self.beams[0]
             logits = None
@@ -367,14 +377,11 @@ class AedDecodeStrategy(IncrementalArStrategy):
                 if "align" in row.extra:
                     timed.append((row, out, kept[0]))
                 self._finished.append(out)
-            if timed:
-                rows, outs, cross = zip(*timed)
-                layers = range(len(cross[0][0]))
-                self._time_words(list(rows), list(outs),
-                                 [torch.cat([c[0][i] for c in cross]) for i in layers],
-                                 [torch.cat([c[1][i] for c in cross]) for i in layers])
+            for row, out, (keys, values) in timed:
+                self._queue_alignment([row], [out], keys, values)
             if g.empty:
                 self.beams.pop(0)
+        self._flush_alignment()
         out, self._finished = self._finished, []
         return out
 
@@ -411,9 +418,39 @@ class AedDecodeStrategy(IncrementalArStrategy):
         if not asked:
             return
         idx = torch.tensor([i for i, _ in asked], device=group.last.device)
-        cross_k, cross_v = group.state.cross.rows(idx)  # dense or paged storage alike
-        self._time_words([group.rows[i] for i, _ in asked], [out for _, out in asked],
-                         cross_k, cross_v)
+        cross_k, cross_v = group.state.cross.rows(idx)  # dense or paged storage alike: copies
+        self._queue_alignment([group.rows[i] for i, _ in asked], [out for _, out in asked],
+                              cross_k, cross_v)
+
+    def _queue_alignment(self, rows: list[ArRow], outputs: list[RequestOutput],
+                         cross_k: list[torch.Tensor], cross_v: list[torch.Tensor]) -> None:
+        """Hold finished rows (and copies of their cross K/V) until the end of this
+        ``advance``: every row finishing in it, across groups and retirements, is then timed in
+        one pass. A queue past ``ALIGN_QUEUE_BYTES`` of K/V is timed at once."""
+        self._align_queue.append((rows, outputs, cross_k, cross_v))
+        self._align_queued_bytes += sum(t.numel() * t.element_size()
+                                        for t in (*cross_k, *cross_v))
+        if self._align_queued_bytes >= ALIGN_QUEUE_BYTES:
+            self._flush_alignment()
+
+    def _flush_alignment(self) -> None:
+        """Time every queued row: one pass per cross K/V shape (one for Whisper's fixed
+        window), the K/V concatenated per layer."""
+        queue, self._align_queue, self._align_queued_bytes = self._align_queue, [], 0
+        buckets: dict[tuple, list[tuple]] = {}
+        for job in queue:
+            key = tuple((tuple(k.shape[1:]), k.dtype, k.device) for k in job[2])
+            buckets.setdefault(key, []).append(job)
+        for jobs in buckets.values():
+            rows = [r for job in jobs for r in job[0]]
+            outs = [o for job in jobs for o in job[1]]
+            if len(jobs) == 1:
+                keys, values = jobs[0][2], jobs[0][3]
+            else:
+                layers = range(len(jobs[0][2]))
+                keys = [torch.cat([job[2][i] for job in jobs]) for i in layers]
+                values = [torch.cat([job[3][i] for job in jobs]) for i in layers]
+            self._time_words(rows, outs, keys, values)
 
     def _time_words(self, rows: list[ArRow], outputs: list[RequestOutput],
                     cross_k: list[torch.Tensor], cross_v: list[torch.Tensor]) -> None:
