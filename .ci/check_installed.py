@@ -40,7 +40,7 @@ def check_sources() -> None:
 def check_no_nvcc() -> None:
     from oasr import ops
     from oasr.cache import paged_attention
-    from oasr.engine.decode import ctc
+    from oasr.engine.decode import ctc, dtw
     from oasr.features import kaldi, whisper_logmel
     from oasr.features.spec import FeatureConfig
     from oasr.ops import build
@@ -48,7 +48,7 @@ def check_no_nvcc() -> None:
     assert os.environ.get("OASR_NVCC") == "off", "run this check with OASR_NVCC=off"
     assert not build.toolchain_available()
     routes = (kaldi._FBANK, kaldi._MFCC, whisper_logmel._WHISPER_LOGMEL, ctc._CTC_SEARCH,
-              paged_attention._ROUTE)
+              paged_attention._ROUTE, dtw._ROUTE)
     states = {r.op: r.static_case() for r in routes}
     assert set(states.values()) == {"gap:cuda-toolchain"}, states
     ops.reset_counts()

@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?models|archs|combo|final}
+R=$K/round/${1:?models|archs|combo|archs2|final2|final}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -53,6 +53,31 @@ combo)  # one call holding what a short device budget allows
         --data "$D" --minutes 5
     TAIL=3 step stream_conc 70 python3 benchmarks/gpu_stream_concurrency.py "$R/stream_conc" \
         --data "$K" --seconds 3 --whisper-counts 1,8
+    ;;
+archs2)  # every architecture's numbers and the stream concurrency, after the merges
+    TAIL=6 step pytest_gpu 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
+    TAIL=3 step parakeet 75 python3 benchmarks/gpu_parakeet.py "$R/gpu_parakeet.json" \
+        --data "$D" --batches 64,128 --dtype bf16 --minutes 10
+    TAIL=3 step qwen2audio 90 python3 benchmarks/gpu_qwen2audio.py "$R/gpu_qwen2audio.json" \
+        --data "$D/audio"
+    TAIL=3 step zipformer 50 python3 benchmarks/gpu_zipformer.py "$R/gpu_zipformer.json" \
+        --data "$D" --batch 64 --reps 3
+    TAIL=3 step zipformer_stream 25 python3 benchmarks/gpu_zipformer_stream.py \
+        "$R/gpu_zipformer_stream.json" --dtype bf16
+    TAIL=3 step paraformer 50 python3 benchmarks/gpu_paraformer.py "$R/gpu_paraformer.json" \
+        --data "$D" --minutes 5
+    TAIL=4 step stream_conc 90 python3 benchmarks/gpu_stream_concurrency.py "$R/stream_conc" \
+        --data "$K" --seconds 3 --whisper-counts 1,8,32
+    TAIL=4 step nemotron_stream 50 python3 benchmarks/gpu_nemotron_stream.py \
+        "$R/gpu_nemotron_stream.json" --device cuda --streams 1,8,32,64,128,256
+    ;;
+final2)  # the product path after the input/alignment work, and the new streaming heads
+    TAIL=30 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
+    TAIL=8 step word_timings 150 python3 benchmarks/word_timings_longform.py --device cuda \
+        --arms oasr,transformers --out "$R/gpu_word_timings_longform.json"
+    TAIL=4 step align 40 python3 benchmarks/gpu_align.py "$R/gpu_align.json"
+    TAIL=6 step conditioning 90 python3 benchmarks/longform_conditioning.py \
+        "$R/gpu_longform_conditioning.json" --device cuda
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests

@@ -32,6 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from oasr.engine.decode.transducer_graph import DeviceGreedy  # noqa: E402
 from oasr.engine.decode.transducer_search import greedy_search, modified_beam_search  # noqa: E402
 from oasr.features import FeatureConfig  # noqa: E402
 from oasr.features.kaldi import fbank_native  # noqa: E402
@@ -149,6 +150,14 @@ def main() -> None:
         ours_r.update(greedy_s_per_batch=greedy_s,
                       labels_per_row_greedy=sum(len(h.tokens) for h in g) / batch)
         save("greedy")
+        for name, graphs in (("device_eager", False), ("graphs", True)):
+            dg = DeviceGreedy(ours.predictor, ours.joiner, graphs=graphs)
+            d_s, dh = timed(lambda dg=dg: dg.search(hidden, hidden_lens), device, reps)
+            ours_r[f"greedy_{name}_s_per_batch"] = d_s
+            ours_r[f"greedy_{name}_rows_equal_loop"] = sum(
+                a.tokens == b.tokens for a, b in zip(dh, g))
+            ours_r[f"greedy_{name}_captures"] = dg.captures
+        save("greedy device")
         beam_s, bm = timed(lambda: modified_beam_search(ours.predictor, ours.joiner, hidden,
                                                         hidden_lens, beam=4), device, 1)
         ours_r.update(beam4_s_per_batch=beam_s, beam4_over_greedy=beam_s / greedy_s)

@@ -65,6 +65,26 @@ py::tuple dtw(const F32& cost) {
   return py::make_tuple(a, b);
 }
 
+using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+py::array_t<int32_t> dtw_starts(const F32& cost, const I64& rows, const I64& frames) {
+  if (cost.ndim() != 3) {
+    throw py::value_error("dtw_starts: cost must be 3-D (batch, tokens, frames)");
+  }
+  const int64_t batch = cost.shape(0);
+  if (rows.ndim() != 1 || frames.ndim() != 1 || rows.shape(0) != batch ||
+      frames.shape(0) != batch) {
+    throw py::value_error("dtw_starts: rows and frames must be 1-D, one entry per matrix");
+  }
+  py::array_t<int32_t> out({batch, static_cast<int64_t>(cost.shape(1))});
+  {
+    py::gil_scoped_release release;
+    oasr::alignment::dtw_starts_batch(cost.data(), batch, cost.shape(1), cost.shape(2),
+                                      rows.data(), frames.data(), out.mutable_data());
+  }
+  return out;
+}
+
 py::tuple snap_to_pauses(const F64& starts, const F64& ends,
                          const py::array_t<uint8_t, py::array::c_style | py::array::forcecast>&
                              joins_previous,
@@ -100,4 +120,8 @@ void bind_alignment(py::module_& m) {
         "Token spans moved off the pauses -> (starts, ends), new arrays.");
   m.def("dtw", &dtw, py::arg("cost"),
         "Monotone minimum-cost path through a (tokens, frames) matrix -> (token idx, frame idx).");
+  m.def("dtw_starts", &dtw_starts, py::arg("cost"), py::arg("rows"), py::arg("frames"),
+        "The DTW path of each ragged matrix of a padded (batch, tokens, frames) block (row b: its "
+        "top-left (rows[b], frames[b]) corner) -> (batch, tokens) int32: the frame where the "
+        "path first reaches each token row, -1 past rows[b].");
 }

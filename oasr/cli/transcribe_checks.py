@@ -39,12 +39,12 @@ def check_device(device: str) -> None:
                         f"device(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
 
 
-def check_flags(*, device: str, dtype: str, batch_size: int, limit: int | None,
+def check_flags(*, device: str, dtype: str, batch_size: int | None, limit: int | None,
                 max_cue_chars: int, max_cue_seconds: float, cue_gap: float) -> None:
     """Every value-range check of the command's flags; raises :class:`FlagError`."""
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise FlagError(f"--batch-size {batch_size}: must be at least 1 (rows per encoder "
-                        "batch); the default is 16")
+                        "batch); the default is 16 on CPU, from the free memory on CUDA")
     if limit is not None and limit < 1:
         raise FlagError(f"--limit {limit}: must be at least 1 (leave it out for every row)")
     if dtype not in _DTYPES:

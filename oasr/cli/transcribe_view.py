@@ -92,8 +92,8 @@ def print_summary(console: Console, stats: Any, out_path: Path) -> None:
                       "themselves (finish_reason=repetition): the decoder lost the audio; "
                       "check those rows")
     if reasons.get("silence"):
-        console.print(f"note: {reasons['silence']} rows are digital silence (empty text, "
-                      "finish_reason=silence)")
+        console.print(f"note: {reasons['silence']} rows are silent: digital silence, or "
+                      "Whisper's no-speech guard (empty text, finish_reason=silence)")
     for example in stats.error_examples:
         console.print(f"[yellow]error row[/] {example}")
     from oasr import ops

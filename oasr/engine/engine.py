@@ -66,13 +66,13 @@ class ASREngine:
 
     def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
         config.validate()
+        device = config.resolve_device()
         if loaded is None:
             from oasr.models.loader import load_pretrained
 
-            loaded = load_pretrained(config.model or None)
+            loaded = load_pretrained(config.model or None, device=device)
         self.config = config
         self.loaded = loaded
-        device = config.resolve_device()
         dtype = config.resolve_dtype(device)
         self.runner = ModelRunner(loaded.model, device, dtype)
         self.model = self.runner.model

@@ -55,12 +55,18 @@ class InputProcessor:
         """-> features (B, T', F) fp32 and their lengths (B,), on the engine's device; with LFR,
         (B, ceil(T' / lfr_n), lfr_m * F)."""
         lengths = [r.num_samples for r in requests]
-        width = max(lengths) if self.window_samples is None else self.window_samples
+        # A fixed-window frontend zero-fills its window past the batch's width itself
+        # (whisper_logmel, on the device), so only the longest row's samples are staged and
+        # uploaded: for short utterances a fraction of the 30 s window.
+        width = max(lengths)
+        if self.window_samples is not None:
+            width = min(width, self.window_samples)
         pin = self.device.type == "cuda"
-        wav = torch.zeros(len(requests), width, dtype=torch.float32, pin_memory=pin)
+        wav = torch.empty(len(requests), width, dtype=torch.float32, pin_memory=pin)
         for i, r in enumerate(requests):
             n = min(r.num_samples, width)
             wav[i, :n] = torch.from_numpy(np.ascontiguousarray(r.audio[:n], dtype=np.float32))
+            wav[i, n:] = 0.0
         lens = torch.tensor(lengths, dtype=torch.int64)
         wav = wav.to(self.device, non_blocking=pin)
         lens = lens.to(self.device, non_blocking=pin)

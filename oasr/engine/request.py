@@ -22,7 +22,9 @@ class DecodingOptions:
     top_k: int | None = None
     top_p: float | None = None
     seed: int | None = None
-    prompt: str | None = None
+    # Whisper: text (encoded as " " + prompt.strip()) or token ids (previous windows' tokens,
+    # timestamps included, as whisper conditions on them); the llm family takes text only.
+    prompt: str | list[int] | None = None
     task: str | None = None
     language: str | None = None
     timestamps: bool = False  # segment times (Whisper's timestamp mode) in RequestOutput.segments
@@ -93,6 +95,9 @@ class RequestOutput:
     # AR families: the mean log-probability of the generated tokens (Whisper's avg_logprob,
     # what its temperature fallback reads); None where a family does not report it.
     avg_logprob: float | None = None
+    # Whisper: the probability of <|nospeech|> after <|startoftranscript|> (what the runner's
+    # no-speech guard reads); None where a family does not report it.
+    no_speech_prob: float | None = None
     nbest_texts: list[str] | None = None
     # (start, end, text) in seconds from the request audio's start; end is None for a segment
     # the audio cut off before it closed.
@@ -100,5 +105,8 @@ class RequestOutput:
     # Timestamp mode: where the next window of the recording should start (seconds from this
     # request's start), None when the whole request audio is settled.
     resume_at: float | None = None
+    # Timestamp mode: the generated tokens of the settled segments, timestamps included (what
+    # whisper's previous-text conditioning feeds the next window).
+    settled_token_ids: list[int] | None = None
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)

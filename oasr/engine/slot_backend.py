@@ -8,7 +8,8 @@ padding lane: a cohort of B streams is padded to the next power of two with rows
 write only that lane, so one CUDA graph per power-of-two width (and chunk length) serves every
 cohort size. On CUDA the step is captured (``use_cuda_graphs``); elsewhere it runs eagerly with
 the same padding, so both paths compute the same thing. The lane is reset to its fill after
-each step.
+each step. Float states with no declared dtype, and the chunks, are kept in the model's
+``dtype`` when the backend is given one.
 
 A replayed graph writes into static buffers; ``forward_step`` returns copies, so an output stays
 valid across later steps.
@@ -31,7 +32,7 @@ def _pow2(n: int) -> int:
 class SlotStreamingBackend(StreamingEncoderBackend):
     def __init__(self, model: Any, max_streams: int = 64, device: torch.device | str | None = None,
                  use_cuda_graphs: bool | None = None, pad_to_pow2: bool = True,
-                 **kwargs: Any) -> None:
+                 dtype: torch.dtype | None = None, **kwargs: Any) -> None:
         super().__init__(model)
         check_list_api(self.encoder, "slot")
         specs = getattr(self.encoder, "slot_state_specs", None)
@@ -42,13 +43,16 @@ class SlotStreamingBackend(StreamingEncoderBackend):
         self.specs = list(specs)
         self.pad_value = float(getattr(self.encoder, "streaming_pad_value", 0.0))
         self.device = torch.device(device or "cpu")
+        # The model's compute dtype: chunks and the float states (spec dtype None) are kept in
+        # it, so a half-precision encoder never sees float32 caches.
+        self.dtype = dtype
         self.max_streams = max_streams
         self.pad_lane = max_streams
         # (max_streams + 1, *shape) per state; the last slot is the padding lane.
         self._dims = [s.batch_dim for s in self.specs]
         self._fills = [s.fill for s in self.specs]
         self.cache = [torch.full((max_streams + 1, *s.shape), s.fill, device=self.device,
-                                 dtype=s.dtype or torch.float32)
+                                 dtype=s.dtype or dtype or torch.float32)
                       for s in self.specs]
         self.slot_of: dict[int, int] = {}
         self._free = list(range(max_streams - 1, -1, -1))
@@ -102,7 +106,8 @@ class SlotStreamingBackend(StreamingEncoderBackend):
             chunk_lens = torch.cat([chunk_lens.to(self.device),
                                     torch.full((width - b,), chunks.shape[1], dtype=torch.int64,
                                                device=self.device)])
-        chunks, chunk_lens = chunks.to(self.device), chunk_lens.to(self.device)
+        chunks = chunks.to(self.device, self.dtype or chunks.dtype)
+        chunk_lens = chunk_lens.to(self.device)
         if self.use_cuda_graphs:
             out, out_lens = self._replay(idx, chunks, chunk_lens)
         else:

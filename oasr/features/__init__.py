@@ -15,7 +15,7 @@ EXTRACTORS.register("fbank", "oasr.features.kaldi:FBANK")
 EXTRACTORS.register("mfcc", "oasr.features.kaldi:MFCC")
 
 # FastConformer (Parakeet / NeMo) frontend.
-EXTRACTORS.register("parakeet_logmel", "oasr.features.parakeet_logmel:PARAKEET_LOGMEL")
+EXTRACTORS.register("parakeet_logmel", "oasr.features.parakeet_spec:PARAKEET_LOGMEL")
 
 
 def register_extractor(spec: ExtractorSpec) -> ExtractorSpec:

@@ -13,8 +13,9 @@ Per row:
    (``params['normalize'] = 'none'``: no normalization, padded frames zeroed; Nemotron's
    cache-aware checkpoints read the raw log-mels).
 
-Output (B, T // hop + 1, n_mels) fp32 and the valid frame counts; the per-utterance
-normalization reads the whole row, so this frontend does not stream.
+Output (B, T // hop + 1, n_mels) fp32 and the valid frame counts. The per-utterance
+normalization reads the whole row, so only ``normalize='none'`` streams
+(``oasr.features.parakeet_streaming``; the spec, ``oasr.features.parakeet_spec``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import functools
 import torch
 
 from oasr.features.mel import mel_filters, stft_power
-from oasr.features.spec import ExtractorSpec, FeatureConfig
+from oasr.features.spec import FeatureConfig
 
-__all__ = ["PARAKEET_LOGMEL", "parakeet_logmel"]
+__all__ = ["parakeet_logmel"]
 
 LOG_GUARD = 2.0 ** -24
 STD_EPS = 1e-5
@@ -92,13 +93,3 @@ def parakeet_logmel(waveforms: torch.Tensor, lengths: torch.Tensor, config: Feat
         var = ((masked - mean) ** 2 * keep).sum(dim=1, keepdim=True) / (count - 1).clamp_min(1)
         feats = (feats - mean) / (var.sqrt() + STD_EPS) * keep
     return feats, n
-
-
-PARAKEET_LOGMEL = ExtractorSpec(
-    kind="parakeet_logmel",
-    fn=parakeet_logmel,
-    framing=None,  # per-utterance normalization reads the whole row
-    defaults={"n_fft": 512, "preemphasis": 0.97, "normalize": "per_feature"},
-    doc=("NeMo / Parakeet log-mel: 0.97 pre-emphasis, 25 ms symmetric Hann in a 512-point STFT "
-         "every 10 ms, Slaney mels, log(x + 2^-24), per-utterance per-feature normalization."),
-)

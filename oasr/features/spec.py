@@ -30,6 +30,9 @@ class ExtractorSpec:
         over a fixed window), which is what ``supports_streaming`` derives from.
     streaming_fn: ``(audio (T,), state | None, FeatureConfig) -> (feats (T', F), state)``, the
         chunk-by-chunk form whose outputs concatenate to the offline features.
+    flush_fn: ``(state | None, FeatureConfig) -> feats (T', F)``, the frames still held when
+        the input ends (those whose window reads past the last sample); ``None``: a frontend
+        whose last frames need no flush (Kaldi's ``snip_edges`` drops them offline too).
     window_seconds_attr: the ``FeatureConfig`` field holding a fixed input window, for
         frontends where every row costs the same whatever its length.
     defaults: values of ``FeatureConfig.params`` keys a config may omit.
@@ -40,6 +43,7 @@ class ExtractorSpec:
     framing: StreamingFraming | None = None
     window_seconds_attr: str | None = None
     streaming_fn: Callable[..., Any] | None = None
+    flush_fn: Callable[..., Any] | None = None
     doc: str = ""
     defaults: dict[str, Any] = field(default_factory=dict, hash=False)
 

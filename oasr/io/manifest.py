@@ -615,3 +615,41 @@ def passthrough_schema(inputs: list[str], columns: ColumnMap = ColumnMap()) -> p
     if not schemas:
         return None
     return pa.schema(list(unify_schemas(schemas))[len(OUTPUT_COLUMNS) :])
+
+
+def table_plan_schema(schema: pa.Schema, columns: ColumnMap = ColumnMap(),
+                      label: str = "table") -> pa.Schema | None:
+    """The passthrough columns' Arrow types (under their output names) of one manifest
+    ``schema``, as :func:`passthrough_schema` gives for a file; None when there are none."""
+    plan = _plan(label, schema.names, columns, {f.name: f.type for f in schema})
+    if not plan.passthrough:
+        return None
+    return pa.schema([pa.field(out, schema.field(col).type) for col, out in plan.passthrough])
+
+
+def id_column(schema: pa.Schema, columns: ColumnMap = ColumnMap(),
+              label: str = "table") -> str | None:
+    """The column a manifest of ``schema`` takes its row ids from (None: it has none)."""
+    return _pick(label, schema.names, columns.id, ID_CANDIDATES, "id", "--id-column")
+
+
+def rows_from_table(table: pa.Table | pa.RecordBatch, columns: ColumnMap = ColumnMap(),
+                    folder: str | Path = ".", label: str = "table") -> Iterator[ManifestRow]:
+    """The rows of an in-memory manifest table (a Ray Data batch, say), read as a Parquet
+    manifest's rows are: the same columns picked, relative paths resolved against ``folder``.
+
+    A table has no position in a file, so it needs an id column, and each row's ``source``
+    (what its error names) is ``<label> id <id>``."""
+    plan = _plan(label, table.schema.names, columns,
+                 {f.name: f.type for f in table.schema})
+    if plan.id is None:
+        raise ManifestError(f"{label}: no id column (looked for {', '.join(ID_CANDIDATES)}); "
+                            f"available columns: {', '.join(table.schema.names)}; name it with "
+                            "--id-column")
+    base = Path(folder).resolve()
+    cols = {name: table.column(name).to_pylist() for name in table.schema.names}
+    for k in range(table.num_rows):
+        values = {name: col[k] for name, col in cols.items()}
+        row_id, id_error = _row_id(plan, values[plan.id], label, k)
+        yield _build_row(plan, values, row_id, id_error, base, f"{label} id {row_id}")
+

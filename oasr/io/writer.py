@@ -57,6 +57,7 @@ __all__ = [
     "RowWriter",
     "open_writer",
     "resolve_output_path",
+    "rows_to_table",
 ]
 
 _EXTENSIONS = EXTENSIONS
@@ -226,7 +227,9 @@ class OutputWriter:
 
     def _part_records(self, part: Path) -> Iterator[tuple[str, bool]]:
         try:
-            table = pq.read_table(part, columns=["id", "error"])
+            # ParquetFile, not read_table: that imports pyarrow.dataset, and with it pandas.
+            with pq.ParquetFile(part) as pf:
+                table = pf.read(columns=["id", "error"])
         except pa.ArrowException as exc:
             raise OutputError(
                 f"unreadable part {part} ({exc}); remove it to redo its rows"
@@ -283,29 +286,7 @@ class OutputWriter:
             self.flush()
 
     def _rows_to_table(self, rows: list[OutputRow]) -> pa.Table:
-        schema_fields = list(output_schema(None))
-        arrays = [
-            pa.array([getattr(r, sf.name) for r in rows], type=sf.type) for sf in schema_fields
-        ]
-        names: dict[str, None] = {}
-        for r in rows:
-            names.update(dict.fromkeys(r.passthrough))
-        known = self.passthrough_schema
-        for name in names:
-            values = [r.passthrough.get(name) for r in rows]
-            declared = known.field(name).type if known is not None and name in known.names else None
-            try:
-                arr = pa.array(values, type=declared)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                # Mixed Python types in one JSONL column: keep them as JSON text.
-                arr = pa.array(
-                    [None if v is None else json.dumps(_jsonable(v)) for v in values],
-                    type=pa.string(),
-                )
-            schema_fields.append(pa.field(name, arr.type))
-            arrays.append(arr)
-        schema = output_schema(pa.schema(schema_fields[len(OUTPUT_COLUMNS) :]))
-        return pa.Table.from_arrays(arrays, schema=schema.with_metadata(self.metadata))
+        return rows_to_table(rows, self.passthrough_schema, self.metadata)
 
     def flush(self) -> None:
         """Write the buffered rows as the next part file (atomically)."""
@@ -385,7 +366,8 @@ class OutputWriter:
     def _part_batches(self, parts: list[Path], winners: dict[str, int]) -> Iterator[pa.Table]:
         """Each part's rows that survive deduplication, as tables."""
         for s, part in enumerate(parts, start=1):
-            table = pq.read_table(part)
+            with pq.ParquetFile(part) as pf:
+                table = pf.read()
             ids = table.column("id").to_pylist()
             mask = [winners[i] == ((s << _SRC_BITS) | k) for k, i in enumerate(ids)]
             kept = table.filter(pa.array(mask, type=pa.bool_()))
@@ -464,6 +446,33 @@ class RowWriter(Protocol):
     def close(self) -> None: ...
 
     def abort(self) -> None: ...
+
+
+def rows_to_table(rows: list[OutputRow], passthrough_schema: pa.Schema | None = None,
+                  metadata: dict[str, str] | None = None) -> pa.Table:
+    """Output rows as one Arrow table of the output schema: the fixed columns, then the
+    passthrough columns (typed by ``passthrough_schema`` where it names them, else inferred;
+    a column of mixed Python types becomes JSON text)."""
+    schema_fields = list(output_schema(None))
+    arrays = [pa.array([getattr(r, sf.name) for r in rows], type=sf.type) for sf in schema_fields]
+    names: dict[str, None] = {}
+    for r in rows:
+        names.update(dict.fromkeys(r.passthrough))
+    for name in names:
+        values = [r.passthrough.get(name) for r in rows]
+        declared = (passthrough_schema.field(name).type
+                    if passthrough_schema is not None and name in passthrough_schema.names
+                    else None)
+        try:
+            arr = pa.array(values, type=declared)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            # Mixed Python types in one JSONL column: keep them as JSON text.
+            arr = pa.array([None if v is None else json.dumps(_jsonable(v)) for v in values],
+                           type=pa.string())
+        schema_fields.append(pa.field(name, arr.type))
+        arrays.append(arr)
+    schema = output_schema(pa.schema(schema_fields[len(OUTPUT_COLUMNS):]))
+    return pa.Table.from_arrays(arrays, schema=schema.with_metadata(metadata or {}))
 
 
 def open_writer(

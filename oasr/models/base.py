@@ -78,11 +78,23 @@ class StreamingGeometry:
     The generic formula (an encoder returning ``None`` from ``streaming_geometry``):
     ``window = (chunk - 1) * subsampling_rate + right_context + 1`` read, ``stride =
     chunk * subsampling_rate`` advanced.
+
+    first_window: frames the first chunk reads when it differs from ``window`` (an encoder
+    that caches its subsampling's input, so the first chunk lacks the left frames a later one
+    reads); it advances ``first_window - (window - stride)``. pad_last: the runtime takes only
+    whole windows, so a last short one is zero-padded to its size (its padded output frames
+    are kept, as the reference streaming decode keeps them). tail: frames of the encoder's
+    ``streaming_pad_value`` appended when the input ends (icefall's Zipformer: 13); then chunks
+    go while any frame (real or tail) is left at the next chunk's start, each padded to the
+    window with the pad value and advancing ``stride`` (every padded output frame kept).
     """
 
     chunk: int
     window: int
     stride: int
+    first_window: int | None = None
+    pad_last: bool = False
+    tail: int = 0
 
 
 @dataclass(frozen=True)
@@ -294,8 +306,9 @@ class BaseAsrModel(nn.Module):
 
     def encoder_options(self) -> dict[str, Any]:
         """The encoder's configuration-dependent behaviour, by name (Conformer: the chunk mask
-        a static-chunk checkpoint keeps offline); empty when there is none. Nothing reads it
-        yet; it is where a run's metadata gets the encoder's resolved settings."""
+        a static-chunk checkpoint keeps offline); empty when there is none. A ``language``
+        entry declares a language prompt (``apply_prompt(hidden, languages)``), which the
+        ``transducer`` family and the chunk-wise policy admit per request / stream."""
         return {}
 
     def quantization_layout(self) -> tuple[SmoothingGroup, ...]:

@@ -76,16 +76,30 @@ def ensure_bundle(src: str, architecture: str | None = None,
     return read_bundle(dst)
 
 
-def load_pretrained(src: str | None = None, architecture: str | None = None) -> LoadedModel:
+def load_pretrained(src: str | None = None, architecture: str | None = None,
+                    device: Any = None) -> LoadedModel:
     """Load ``src`` (a catalogue name, bundle, checkpoint folder, package or Hub id; default:
-    the packaged Whisper tiny.en) on CPU in its stored dtype."""
+    the packaged Whisper tiny.en) in fp32, on CPU or on ``device``.
+
+    On an accelerator the weights go from the (memory-mapped) file straight to it: the
+    parameters are allocated there empty and the state dict is read onto the device, so no
+    host copy of the weights is built (on the H200 box that copy's first-touch page faults
+    were most of the load)."""
     src = src or DEFAULT_MODEL
     bundle = ensure_bundle(src, architecture)
     config = bundle.build_model_config()
     # Every weight is loaded next (a strict load): drawing random ones first is wasted start-up.
     with skip_weight_init():
         model = get_model_entry(bundle.architecture).load_model_cls().from_config(config)
-    model.load_weights(bundle.load_state_dict(), strict=True)
+    import torch
+
+    target = torch.device(device) if device is not None else torch.device("cpu")
+    if target.type != "cpu":
+        with torch.no_grad():
+            for p in model.parameters():  # in place: tied parameters stay one object
+                p.data = torch.empty(p.shape, dtype=p.dtype, device=target)
+        model.to(target)  # the buffers computed at construction
+    model.load_weights(bundle.load_state_dict(device=target), strict=True)
     model.float()
     tokenizer = build_tokenizer(bundle.tokenizer_spec, bundle.tokenizer_dir)
     return LoadedModel(

@@ -124,6 +124,14 @@ RNN_CUDA = register_library(BuildSpec(
                                       "i32, i32, ptr"),
     },
 ))
+DTW_CUDA = register_library(BuildSpec(
+    name="dtw_cuda",
+    sources=("alignment/dtw_cuda.cu",),
+    signatures={
+        "oasr_dtw_max_rows": (),
+        "oasr_dtw_starts": _codes("ptr, ptr, ptr, ptr, ptr, i32, i32, i32, ptr"),
+    },
+))
 
 
 # -- where things are ------------------------------------------------------------------------

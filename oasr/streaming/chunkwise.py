@@ -1,12 +1,13 @@
 """The chunk-wise policy: streaming for encoders with a runtime on the streaming-runtime axis
-(``paged``, ``slot``, ``stateful``) and a CTC head.
+(``paged``, ``slot``, ``stateful``) under a CTC or transducer head (``oasr.streaming.heads``).
 
 Per stream: new audio becomes feature frames through the frontend's streaming function (equal
-to the offline features of the same audio); every ``window`` frames (the encoder's streaming
-geometry for its chunk, advancing by ``stride``) the chunk goes to the backend; all streams with
-a chunk ready go in one ``forward_step``, the CTC head turns the outputs into log-probs and each
-stream's search (greedy, or the prefix beam with the family's ``beam_size``) continues across
-chunks. The partial is the search's best hypothesis; its stable prefix (greedy: every emitted
+to the offline features of the same audio; the frontend's flush adds the last frames when the
+input ends); every ``window`` frames (the encoder's streaming geometry for its chunk: the first
+chunk may read ``first_window``; each advances by ``stride``) the chunk goes to the backend;
+all streams with a chunk ready go in one ``forward_step`` and the head advances each stream's
+search across chunks (CTC greedy or prefix beam; transducer greedy with the predictor state
+kept). The partial is the search's best hypothesis; its stable prefix (greedy: every emitted
 token; beam: what every live prefix shares) is committed. An endpoint of the stream's speech
 detector closes the utterance once the encoder has read past it: the best hypothesis becomes
 the final (words timed on the stream's clock) and the search restarts, the encoder state goes
@@ -22,10 +23,11 @@ import numpy as np
 import torch
 
 from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
-from oasr.engine.decode.ctc_streaming import CtcGreedyStream, CtcPrefixBeamStream
 from oasr.engine.request import RequestOutput
 from oasr.engine.streaming_backend import build_streaming_backend, streaming_encoder
+from oasr.models.base import StreamingGeometry
 from oasr.streaming.agreement import Word
+from oasr.streaming.heads import build_head
 from oasr.streaming.stream import Stream, StreamResult
 
 
@@ -39,14 +41,18 @@ class _State:
     frames_out: int = 0  # encoder frames produced
     utt_frame0: int = 0  # encoder frame where the current utterance's search began
     committed: int = 0  # tokens of the current utterance already committed
+    chunks: int = 0  # chunks forwarded
+    dim: int = 0  # feature width (0: no frame seen yet)
+    feats_flushed: bool = False  # the frontend's last frames (input finished) are in ``feats``
 
 
-def _geometry(encoder: Any, chunk: int) -> tuple[int, int]:
+def _geometry(encoder: Any, chunk: int) -> StreamingGeometry:
     geo = encoder.streaming_geometry(chunk)
     if geo is not None:
-        return geo.window, geo.stride
+        return geo
     rate = encoder.subsampling_rate
-    return (chunk - 1) * rate + encoder.right_context + 1, chunk * rate
+    return StreamingGeometry(chunk, (chunk - 1) * rate + encoder.right_context + 1,
+                             chunk * rate)
 
 
 class ChunkwisePolicy:
@@ -56,21 +62,23 @@ class ChunkwisePolicy:
                  left_chunks: int | None = None, max_streams: int = 64) -> None:
         model = engine.model
         encoder = streaming_encoder(model)
-        if not callable(getattr(model, "ctc_log_probs", None)):
-            raise ValueError(f"{type(model).__name__} streams chunk-wise but has no CTC head "
-                             "(ctc_log_probs); the chunk-wise policy decodes CTC only")
+        self.head = build_head(engine)
         spec = engine.inputs.spec
         if spec.streaming_fn is None or engine.inputs.config.lfr:
             raise ValueError(f"the {engine.inputs.config.feature_type} frontend of this model "
                              "cannot compute features chunk by chunk (no streaming framing, or "
                              "LFR stacking)")
+        # a frontend that streams only in some configurations refuses the others here
+        spec.streaming_fn(torch.zeros(0), None, engine.inputs.config)
         if hasattr(encoder, "configure_streaming") and (chunk_frames or left_chunks is not None):
             encoder.configure_streaming(chunk_frames, left_chunks)
         self.chunk = encoder.streaming_chunk_frames
         if not self.chunk:
             raise ValueError(f"{type(encoder).__name__} declares no streaming_chunk_frames")
-        self.window, self.stride = _geometry(encoder, self.chunk)
+        self.geometry = _geometry(encoder, self.chunk)
+        self.window, self.stride = self.geometry.window, self.geometry.stride
         self.right_context = encoder.right_context
+        self.pad_value = float(getattr(encoder, "streaming_pad_value", 0.0))
         self.engine = engine
         self.model = model
         self.encoder = encoder
@@ -82,11 +90,6 @@ class ChunkwisePolicy:
         self.feature_config = engine.inputs.config
         self.hop = int(round(self.feature_config.sample_rate
                              * self.feature_config.frame_shift_ms / 1000.0))
-        self.blank = int(model.config.blank_id)
-        self.beam_size = int(getattr(engine.strategy.options, "beam_size", 1))
-        if float(getattr(engine.strategy.options, "blank_skip_threshold", 1.0)) < 1.0:
-            raise ValueError("blank_skip_threshold < 1 is not served while streaming (it reads "
-                             "the next frame across a chunk boundary); leave it at 1.0")
         runner = engine.runner
         self.device, self.dtype = runner.device, runner.dtype
         self.backend = build_streaming_backend(model, max_streams=max_streams,
@@ -97,15 +100,26 @@ class ChunkwisePolicy:
     def kind(self) -> str:
         return self.encoder.streaming_kind
 
-    def _search(self) -> Any:
-        if self.beam_size <= 1:
-            return CtcGreedyStream(self.blank)
-        return CtcPrefixBeamStream(self.beam_size, self.blank)
-
     # -- streams ------------------------------------------------------------------------------
+    def check_options(self, options: Any) -> None:
+        """Refuse stream options this model cannot act on (``language`` / ``task`` on a model
+        without that conditioning), as the engine's admission refuses a request's."""
+        from oasr.engine.request import DecodingOptions
+
+        decoding = DecodingOptions(language=options.language, task=options.task)
+        validate = getattr(self.engine.strategy, "validate_options", None)
+        if validate is not None:
+            validate(decoding)
+        chosen = [n for n in ("language", "task") if getattr(options, n) is not None
+                  and n not in self.head.conditions]
+        if chosen:
+            raise ValueError(f"{', '.join(chosen)}: the {self.head.name} head does not "
+                             "condition on it while streaming; stream without it")
+
     def open(self, stream: Stream) -> None:
+        self.check_options(stream.options)
         self.backend.allocate(stream.id)
-        self.states[stream.id] = _State(self._search())
+        self.states[stream.id] = _State(self.head.new_search())
 
     def close(self, stream: Stream) -> None:
         if self.states.pop(stream.id, None) is not None:
@@ -113,23 +127,45 @@ class ChunkwisePolicy:
 
     def _featurize(self, s: Stream, st: _State) -> None:
         new = s.audio[max(st.fed - s.base, 0):]
-        if not len(new):
-            return
-        feats, st.feat_state = self.engine.inputs.spec.streaming_fn(
-            torch.from_numpy(np.ascontiguousarray(new)), st.feat_state, self.feature_config)
-        st.fed += len(new)
-        s.drop_until(st.fed)
+        if len(new):
+            feats, st.feat_state = self.engine.inputs.spec.streaming_fn(
+                torch.from_numpy(np.ascontiguousarray(new)), st.feat_state, self.feature_config)
+            st.fed += len(new)
+            s.drop_until(st.fed)
+            self._push(st, feats)
+        flush = self.engine.inputs.spec.flush_fn
+        if s.finished and not st.feats_flushed:
+            st.feats_flushed = True
+            if flush is not None:
+                self._push(st, flush(st.feat_state, self.feature_config))
+            if self.geometry.tail and st.dim:
+                self._push(st, torch.full((self.geometry.tail, st.dim), self.pad_value))
+
+    @staticmethod
+    def _push(st: _State, feats: torch.Tensor) -> None:
         if feats.shape[0]:
             st.feats.append(feats)
             st.pending += feats.shape[0]
+            st.dim = feats.shape[1]
+
+    def _need(self, st: _State) -> int:
+        """Frames the stream's next chunk reads."""
+        first = self.geometry.first_window
+        return first if st.chunks == 0 and first is not None else self.window
 
     def _window(self, s: Stream, st: _State) -> int:
         """Frames of the next chunk window that can go now (0: none)."""
-        if st.pending >= self.window:
-            return self.window
-        if s.finished and st.pending > self.right_context:
+        need = self._need(st)
+        if st.pending >= need:
+            return need
+        if not s.finished:
+            return 0
+        if self.geometry.tail:  # the tail is in ``feats``: a chunk starts at any frame left
             return st.pending
-        return 0
+        if self.geometry.pad_last:  # frames not yet read by any chunk
+            unread = st.pending - (0 if st.chunks == 0 else self.window - self.stride)
+            return st.pending if unread > 0 else 0
+        return st.pending if st.pending > self.right_context else 0
 
     def _seconds_decoded(self, st: _State) -> float:
         return self.clock.seconds(st.frames_out)
@@ -171,24 +207,32 @@ class ChunkwisePolicy:
                 s.flushed = True
 
     def _forward(self, cohort: list[tuple[Stream, _State, int]]) -> None:
-        width = max(n for *_, n in cohort)
+        geo = self.geometry
+        padded = geo.pad_last or geo.tail > 0
+        sizes = [self._need(st) if padded else n for _, st, n in cohort]
         dim = cohort[0][1].feats[0].shape[1]
-        x = torch.zeros(len(cohort), width, dim)
+        x = torch.full((len(cohort), max(sizes), dim), self.pad_value if geo.tail else 0.0)
         for r, (_, st, n) in enumerate(cohort):
             buf = torch.cat(st.feats) if len(st.feats) > 1 else st.feats[0]
             x[r, :n] = buf[:n]
-            # The next window starts one stride on; the last one consumes everything.
-            keep = buf[min(self.stride, buf.shape[0]) if n == self.window else buf.shape[0]:]
+            # The next window re-reads the last ``window - stride`` frames this one read (the
+            # first chunk may read a window of its own); a last, short one consumes everything
+            # (with a tail, every chunk advances its stride: the tail decides when they stop).
+            need = self._need(st)
+            step = need - (self.window - self.stride)
+            whole = n == need or geo.tail > 0
+            keep = buf[min(step, buf.shape[0]) if whole else buf.shape[0]:]
             st.feats = [keep] if keep.shape[0] else []
             st.pending = keep.shape[0]
-        lens = torch.tensor([n for *_, n in cohort], dtype=torch.int64)
+            st.chunks += 1
+        lens = torch.tensor(sizes, dtype=torch.int64)
+        x, lens = x.to(self.device, self.dtype), lens.to(self.device)
         with torch.inference_mode():
             out, out_lens = self.backend.forward_step([s.id for s, *_ in cohort], x, lens)
-            lp = self.model.ctc_log_probs(out).float().cpu().numpy()
+            self.head.feed([st.search for _, st, _ in cohort], out, out_lens,
+                           [s.options.language for s, _, _ in cohort])
         for r, (s, st, _) in enumerate(cohort):
-            t = int(out_lens[r])
-            st.search.feed(lp[r, :t])
-            st.frames_out += t
+            st.frames_out += int(out_lens[r])
             s.stats.decodes += 1
             self._commit(s, st)
 
@@ -208,9 +252,9 @@ class ChunkwisePolicy:
         for f in hyp.frames[st.committed:stable]:
             stats.commit_lags.append(head - self.clock.seconds(st.utt_frame0 + f + 1))
         st.committed = max(st.committed, stable)
-        s.decoded_head = int(round(head * s.sample_rate))
+        s.decoded_head = min(int(round(head * s.sample_rate)), s.received)
 
-    def _words(self, st: _State) -> list[Word]:
+    def _words(self, s: Stream, st: _State) -> list[Word]:
         hyp = st.search.best()
         if not hyp.tokens:
             return []
@@ -219,11 +263,13 @@ class ChunkwisePolicy:
         fill_word_timings(out, self.tokenizer, hyp.tokens, starts, ends,
                           np.asarray(hyp.probs, dtype=np.float64), self.clock,
                           offset=self.clock.seconds(st.utt_frame0))
-        return [Word(w.word.strip(), w.start, w.end, w.confidence)
+        # frames of a zero-padded last chunk lie past the audio: clamp to what was heard
+        heard = s.received / s.sample_rate
+        return [Word(w.word.strip(), min(w.start, heard), min(w.end, heard), w.confidence)
                 for w in out.words or [] if w.word.strip()]
 
     def _finalize(self, s: Stream, st: _State, end_sample: int, rule: int | None) -> None:
-        words = self._words(st)
+        words = self._words(s, st)
         text = self._text(st.search.best().tokens)
         start = s.utterance_start / s.sample_rate
         end_s = end_sample / s.sample_rate
@@ -247,7 +293,8 @@ class ChunkwisePolicy:
         partial = full[len(committed):].strip() if full.startswith(committed) else full
         return StreamResult(committed=committed, partial=partial, words=[], is_final=False,
                             start=s.utterance_start / s.sample_rate,
-                            end=self._seconds_decoded(st), segment=s.segment)
+                            end=min(self._seconds_decoded(st), s.received / s.sample_rate),
+                            segment=s.segment)
 
     def drop_utterance(self, s: Stream) -> None:
         """``reset`` without an endpoint: forget the current utterance's hypothesis."""

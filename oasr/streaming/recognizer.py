@@ -42,6 +42,7 @@ class StreamingRecognizer:
         if kind != "none":
             self.chunkwise = ChunkwisePolicy(engine, self.options.chunk_frames,
                                              self.options.left_chunks, self.options.max_streams)
+            self.chunkwise.check_options(self.options)
             return
         if self.window_s is None:
             raise ValueError(

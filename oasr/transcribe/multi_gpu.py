@@ -7,6 +7,11 @@ manifest of parts, ``<out>.shards.json``, listing each shard's file and exit sta
 that dies is reported with its shard and exit status; rerunning the same command resumes every
 unfinished shard from its parts (finished shards find all their ids done).
 
+One progress bar and one summary: each worker runs ``--quiet`` with ``OASR_WORKER_EVENTS=1``
+and writes JSON lines on its stdout (``start`` with its row count, ``row`` per finished row,
+``done`` with its run's figures); the parent reads them (:func:`launch`'s ``on_event``), moves
+one bar and prints one summary of every shard.
+
 Testing only: ``OASR_GPUS_FAKE=cpu`` makes ``--gpus N`` start N CPU workers (``--device cpu``,
 no CUDA device visible), so the launcher is exercised without GPUs.
 """
@@ -15,12 +20,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 FAKE_ENV = "OASR_GPUS_FAKE"
+EVENTS_ENV = "OASR_WORKER_EVENTS"
 
 
 @dataclass
@@ -91,27 +101,96 @@ def _worker_argv(argv: list[str], output: str, shard: int, n: int, fake: bool) -
     return out
 
 
-def launch(argv: list[str], output: str, gpus: str, echo=print) -> list[ShardResult]:
+# ------------------------------------------------------------------------------ worker events
+
+
+def events_on() -> bool:
+    """Whether this process is a ``--gpus`` worker that reports to its parent."""
+    return os.environ.get(EVENTS_ENV) == "1"
+
+
+def emit(event: str, **body: Any) -> None:
+    """One event line on stdout (a ``--gpus`` worker's channel to its parent)."""
+    sys.stdout.write(json.dumps({"event": event, **body}) + "\n")
+    sys.stdout.flush()
+
+
+def emit_done(stats: Any, output: str) -> None:
+    """The worker's run figures (``runner.RunStats``), for the parent's one summary."""
+    emit("done", output=output, rows=stats.rows, errors=stats.errors, skipped=stats.skipped,
+         audio_s=stats.audio_s, wall_s=stats.wall_s, finish_reasons=stats.finish_reasons,
+         error_examples=stats.error_examples, wer_errors=stats.wer.errors,
+         wer_ref_words=stats.wer.ref_words, wer_rows=stats.wer.rows,
+         dispatch=[[case, name, count] for (case, name), count in stats.dispatch.items()])
+
+
+def merge_done(total: Any, done: dict[str, Any]) -> None:
+    """Add one worker's ``done`` figures into ``total`` (a ``runner.RunStats``)."""
+    total.rows += done["rows"]
+    total.errors += done["errors"]
+    total.skipped += done["skipped"]
+    total.audio_s += done["audio_s"]
+    for reason, count in done["finish_reasons"].items():
+        total.finish_reasons[reason] = total.finish_reasons.get(reason, 0) + count
+    total.error_examples = (total.error_examples + done["error_examples"])[:5]
+    total.wer.errors += done["wer_errors"]
+    total.wer.ref_words += done["wer_ref_words"]
+    total.wer.rows += done["wer_rows"]
+    for case, name, count in done["dispatch"]:
+        total.dispatch[(case, name)] = total.dispatch.get((case, name), 0) + count
+
+
+def _read_events(shard: int, stream: Any, events: queue.Queue) -> None:
+    for line in stream:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if isinstance(event, dict) and "event" in event:
+            events.put((shard, event))
+        else:  # not ours: pass it on
+            sys.stdout.write(line)
+    events.put((shard, None))  # the stream closed: the worker is gone
+
+
+def launch(argv: list[str], output: str, gpus: str, echo: Callable[..., Any] = print,
+           on_event: Callable[[int, dict[str, Any]], Any] | None = None) -> list[ShardResult]:
     """Start one ``oasr transcribe`` worker per device over ``argv`` (the parent's transcribe
     arguments, without the ``transcribe`` word), wait for all, write the manifest of parts.
 
-    Workers' stderr goes to the parent's (each line prefixed by rich's own output); their
-    progress bars are off, the parent prints one line per finished shard."""
+    Workers run ``--quiet --no-progress``; their stderr (warnings, errors) is the parent's.
+    Their event lines go to ``on_event(shard, event)``, called in this thread; the parent
+    prints one line per finished shard."""
     if output == "-":
         raise ValueError("--gpus writes files: give -o a file or folder, not '-'")
     devices = parse_gpus(gpus)
     fake = os.environ.get(FAKE_ENV) == "cpu"
     n = len(devices)
+    events: queue.Queue = queue.Queue()
     procs = []
     for i, dev in enumerate(devices):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "" if fake else dev}
-        args = _worker_argv(argv, output, i, n, fake) + ["--no-progress"]
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "" if fake else dev, EVENTS_ENV: "1"}
+        args = _worker_argv(argv, output, i, n, fake) + ["--no-progress", "--quiet"]
         cmd = [sys.executable, "-m", "oasr.cli.app", "transcribe", *args]
-        procs.append((i, dev, shard_output(output, i, n), subprocess.Popen(cmd, env=env)))
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=_read_events, args=(i, proc.stdout, events),
+                         daemon=True).start()
+        procs.append((i, dev, shard_output(output, i, n), proc))
+    outputs = {i: out for i, _, out, _ in procs}
+    open_streams = n
+    while open_streams:
+        shard, event = events.get()
+        if event is None:
+            open_streams -= 1
+            continue
+        if event["event"] == "done" and event.get("output"):
+            outputs[shard] = event["output"]  # the file a folder -o resolved to
+        if on_event is not None:
+            on_event(shard, event)
     results = []
-    for i, dev, out, proc in procs:
+    for i, dev, _, proc in procs:
         rc = proc.wait()
-        results.append(ShardResult(i, "cpu" if fake else f"cuda:{dev}", out, rc))
+        results.append(ShardResult(i, "cpu" if fake else f"cuda:{dev}", outputs[i], rc))
         state = "done" if rc == 0 else f"FAILED (exit {rc}); rerun the same command to resume it"
         echo(f"shard {i}/{n} on {results[-1].device}: {state}")
     _write_manifest(output, n, results)

@@ -5,9 +5,12 @@ Every row is decoded in chunks and read forward one model window at a time
 other rows. A recording longer than the window is decoded window after window in timestamp
 mode, its segments on the recording's clock. A row that cannot be read becomes an error row and
 the run goes on; rows already in the output are skipped, so a rerun resumes. A window of
-digital silence is not decoded; a recording that is silent throughout gets empty text with
-``finish_reason="silence"``. Each window's generation is capped by its length
-(:mod:`oasr.transcribe.generation_limits`).
+digital silence is not decoded, and a window Whisper's no-speech guard calls silent
+(``fallback.TemperatureFallback.silent``) keeps no text; a recording that is silent throughout
+gets empty text with ``finish_reason="silence"``. Whisper's prompt (``initial_prompt``, a row's
+``prompt`` column) goes before the first window; ``condition_on_previous_text`` prompts each
+later window with the tokens settled before it, which the sequential windows of a recording
+allow. Each window's generation is capped by its length (:mod:`oasr.transcribe.generation_limits`).
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
 transcriber is its request source, yielding the next window of any row in flight, or starting a
@@ -37,12 +40,16 @@ from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manife
 from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
+from oasr.transcribe.output_thread import OutputThread
+from oasr.transcribe.prefetch import AudioPrefetch, default_workers
 from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
 # How far before Whisper's resume timestamp a pause may end for the next window to start there.
 ONSET_LOOKBACK_S = 0.6
+# Previous-window token ids kept for the next window's prompt (Whisper reads its last 223).
+CONTEXT_TOKENS = 1024
 # The window of a model that declares none (CTC reads any length; this bounds memory per row).
 DEFAULT_WINDOW_S = 30.0
 
@@ -66,6 +73,18 @@ class TranscribeOptions:
     # Called after each settled window of a long recording with (row id, seconds settled,
     # the recording's duration or None), so progress moves within a recording.
     on_window: Callable[[str, float, float | None], Any] | None = None
+    # Whisper's prompt: the text before the first window of every row without a ``prompt``
+    # column (a row's column wins). With ``condition_on_previous_text`` each later window of a
+    # long recording is prompted with the tokens settled since the last reset (a window kept at
+    # a temperature above ``prompt_reset_on_temperature`` resets it, as in faster-whisper).
+    initial_prompt: str | None = None
+    condition_on_previous_text: bool = False
+    prompt_reset_on_temperature: float = 0.5
+    # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
+    # core but one (at most 8); 0: decode on the transcriber's thread.
+    decode_workers: int | None = None
+    # Write rows and score their WER on a thread of their own (oasr.transcribe.output_thread).
+    output_thread: bool = True
 
 
 @dataclass
@@ -120,6 +139,11 @@ class _RowState:
     segments: list[dict[str, Any]] = field(default_factory=list)
     words: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    # The next window's prompt: the initial prompt's text until a window is kept; with
+    # conditioning, token ids instead (the initial prompt's, then the windows' settled tokens,
+    # timestamps included, since the last reset).
+    prompt_text: str | None = None
+    prompt_ids: list[int] | None = None
 
 
 def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
@@ -130,7 +154,7 @@ def _error_row(row: ManifestRow, message: str, duration: float | None = None) ->
 
 def _summary_row(state: _RowState, duration: float) -> OutputRow:
     row = state.row
-    if not state.outs:  # every window was digital silence: nothing to decode, nothing said
+    if not state.outs:  # every window was silent: nothing decoded or nothing kept
         return OutputRow(id=row.id, text="", words=[] if state.decoding.word_timestamps else None,
                          segments=[] if state.long else None, confidence=None, duration=duration,
                          language=None, finish_reason="silence", error=None,
@@ -174,7 +198,13 @@ class Transcriber:
     cut is decoded whole by the next one and nothing is decoded twice. Windows of one
     recording are sequential; windows of different recordings batch together (up to
     ``max_active`` recordings in flight).
+
+    Audio is decoded ahead on a thread pool (:mod:`oasr.transcribe.prefetch`) unless
+    ``options.decode_workers`` is 0; what reaches the engine is the same either way.
     """
+
+    # Whether rows are decoded ahead by the pool (a subclass reading its audio itself: False).
+    prefetch_audio = True
 
     def __init__(self, engine: ASREngine, options: TranscribeOptions,
                  max_active: int | None = None,
@@ -200,6 +230,16 @@ class Transcriber:
         self._queue: deque[Request] = deque()  # windows to hand the engine
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
+        self._prefetch: AudioPrefetch | None = None
+
+    @property
+    def prefetch_depth(self) -> int:
+        """Rows opened (decoding) ahead of the rows in flight: two admissions' worth, what a
+        finishing batch frees, and no more than ``max_active``, so the rows held stay bounded
+        by the rows in flight."""
+        if not self.prefetch_audio:
+            return 0
+        return min(2 * self.engine.config.max_batch_size, self.max_active)
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -209,14 +249,33 @@ class Transcriber:
                        else f"{row.source}: {row.error}")
             self.ready.append((_error_row(row, message), row.text))
             return
-        chunks = iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
-                                   offset=row.offset, duration=row.duration)
+        chunks = self._prefetch.take(row) if self._prefetch is not None else None
+        if chunks is None:
+            chunks = self._open_chunks(row)
         decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task, prompt=row.prompt,
+                                   task=row.task or self.options.task,
                                    word_timestamps=self.options.word_timestamps)
         state = _RowState(row, ForwardAudio(chunks), decoding)
+        initial = row.prompt if row.prompt is not None else self.options.initial_prompt
+        if initial and initial.strip():
+            state.prompt_text = initial
+        if self.options.condition_on_previous_text:
+            state.prompt_ids = (self._encode(" " + initial.strip()) if state.prompt_text
+                                else [])
+            state.prompt_text = None
         self.active[row.id] = state
         self._next_window(state, 0)
+
+    def _encode(self, text: str) -> list[int]:
+        tokenizer = self.engine.tokenizer
+        if tokenizer is None or not hasattr(tokenizer, "encode"):
+            raise ValueError("condition_on_previous_text needs the model's tokenizer to encode "
+                             "the initial prompt")
+        return list(tokenizer.encode(text))
+
+    def _open_chunks(self, row: ManifestRow) -> Iterator[np.ndarray]:
+        return iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
+                                 offset=row.offset, duration=row.duration)
 
     def _fail(self, state: _RowState, message: str) -> None:
         self.active.pop(state.row.id, None)
@@ -261,7 +320,8 @@ class Transcriber:
                 return
             seek += len(audio)
         decoding = replace(state.decoding, timestamps=state.long and self.resumes,
-                           max_new_tokens=generation_cap(len(audio) / self.sr))
+                           max_new_tokens=generation_cap(len(audio) / self.sr),
+                           prompt=state.prompt_ids or state.prompt_text)
         fallback = self.options.fallback
         if fallback is not None:
             temperature = fallback.temperatures[state.attempt]
@@ -285,12 +345,31 @@ class Transcriber:
             state.retries += 1
             self._next_window(state, state.seek)  # the same window, one temperature up
             return
+        temperature = fallback.temperatures[state.attempt] if fallback is not None else 0.0
         state.attempt = 0
+        start = state.seek / self.sr
+        window_end = (state.seek + state.window_len) / self.sr
+        if fallback is not None and fallback.silent(out):
+            # No speech (Whisper's no-speech guard): nothing is kept, the window is passed.
+            if not state.long:
+                self._finish(state)
+                return
+            if self.options.on_window is not None:
+                self.options.on_window(state.row.id, state.window_len / self.sr,
+                                       state.expected_s)
+            self._next_window(state, state.seek + state.window_len)
+            return
         if is_repetition(out.token_ids, out.finish_reason):
             out.finish_reason = "repetition"
         state.outs.append(out)
-        start = state.seek / self.sr
-        window_end = (state.seek + state.window_len) / self.sr
+        state.prompt_text = None  # the initial prompt served the first window kept
+        if state.prompt_ids is not None:
+            if temperature <= self.options.prompt_reset_on_temperature:
+                kept = (out.settled_token_ids if out.settled_token_ids is not None
+                        else out.token_ids)
+                state.prompt_ids = (state.prompt_ids + list(kept))[-CONTEXT_TOKENS:]
+            else:
+                state.prompt_ids = []
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
         # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
@@ -357,16 +436,26 @@ class Transcriber:
 
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
         """Yield (output row, reference text) as rows finish."""
+        workers = self.options.decode_workers
+        workers = default_workers() if workers is None else workers
+        if self.prefetch_audio and workers > 0:
+            self._prefetch = AudioPrefetch(workers, depth=self.prefetch_depth)
+            rows = self._prefetch.rows(iter(rows), self._open_chunks)
         self._rows, self._rows_done = iter(rows), False
-        while True:
-            for out in self.engine.run(self._requests()):
-                self._accept(out)
-                if self.on_output is not None:
-                    self.on_output()
+        try:
+            while True:
+                for out in self.engine.run(self._requests()):
+                    self._accept(out)
+                    if self.on_output is not None:
+                        self.on_output()
+                    yield from self._drain()
                 yield from self._drain()
-            yield from self._drain()
-            if self._rows_done and not self.active and not self._queue:
-                return
+                if self._rows_done and not self.active and not self._queue:
+                    return
+        finally:
+            if self._prefetch is not None:
+                self._prefetch.close()
+                self._prefetch = None
 
     def _waiting(self) -> int:
         return sum(len(v) for v in self._held.values())
@@ -408,7 +497,11 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
     """Transcribe every row not already in ``writer``'s output; returns the run's figures.
     ``transcriber``: a configured subclass (e.g. ``vad_segments.VadTranscriber``). A run that
     stops early (an exception, Ctrl-C) writes the rows it had finished but not yet released
-    before aborting the writer."""
+    before aborting the writer.
+
+    With ``options.output_thread`` the rows are written and their WER scored on a thread of
+    their own (:mod:`oasr.transcribe.output_thread`): ``stats.wer`` is complete when this
+    returns, not row by row in ``on_row``."""
     stats = RunStats()
     done = writer.done_ids()
     rows = iter_manifest(options.inputs, options.columns, shard=options.shard,
@@ -423,17 +516,28 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
 
     start, dispatched = time.perf_counter(), ops.snapshot()
     runner = transcriber or Transcriber(engine, options)
+    output = OutputThread(writer, stats.wer).start() if options.output_thread else None
     try:
-        on_output = getattr(writer, "flush_if_due", None)
-        runner.on_output = on_output
+        if output is not None:
+            runner.on_output = output.tick
+        else:
+            runner.on_output = getattr(writer, "flush_if_due", None)
         for out, ref in runner.run(todo()):
-            writer.write(out)
-            stats.add(out, ref)
+            if output is not None:
+                output.put(out, ref)
+                stats.add(out, None)  # the output thread scores the WER
+            else:
+                writer.write(out)
+                stats.add(out, ref)
             stats.wall_s = time.perf_counter() - start
             if on_row is not None:
                 on_row(out, stats)
+        if output is not None:
+            output.stop()
     except BaseException:
         try:
+            if output is not None:
+                output.stop(raise_error=False)  # the rows already handed over are written
             # Finished work is kept (a rerun skips it), out of input order.
             for out, _ in runner.take_unreleased():
                 writer.write(out)

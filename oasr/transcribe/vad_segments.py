@@ -122,6 +122,8 @@ class _VadRow:
 class VadTranscriber(Transcriber):
     """A ``Transcriber`` whose rows are gated and cut by a speech detector (module docstring)."""
 
+    prefetch_audio = False  # each group's audio is read whole for the detector, in _detected
+
     def __init__(self, engine: ASREngine, options: TranscribeOptions,
                  segmenter: RecordingSegmenter, max_active: int | None = None) -> None:
         super().__init__(engine, options, max_active)
@@ -183,8 +185,11 @@ class VadTranscriber(Transcriber):
             self.ready.append((_error_row(row, prepared), row.text))
             return
         audio, rec = prepared
+        # Chunks decode in parallel: each takes the initial prompt (faster-whisper's batched
+        # pipeline does the same), never the text of another chunk.
+        prompt = row.prompt if row.prompt is not None else self.options.initial_prompt
         decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task, prompt=row.prompt,
+                                   task=row.task or self.options.task, prompt=prompt,
                                    word_timestamps=self.options.word_timestamps)
         if not rec.segments:
             self.ready.append((_no_speech_row(row, rec.duration_s, decoding), row.text))

@@ -85,3 +85,37 @@ def test_threads_and_quiet(bundle, tmp_path):
         assert "wrote" not in res.output and "RTFx" not in res.output
     finally:
         torch.set_num_threads(before)
+
+
+def test_initial_prompt_and_conditioning_reach_the_engine(bundle, tmp_path, monkeypatch):
+    from oasr.engine.engine import ASREngine
+
+    prompts: list[str | None] = []
+    add = ASREngine.add_request
+
+    def spy(self, request):
+        prompts.append(request.decoding.prompt)
+        return add(self, request)
+
+    monkeypatch.setattr(ASREngine, "add_request", spy)
+    out = tmp_path / "o.parquet"
+    res = run(bundle, clip(SHORT[0]), "-o", out, "--initial-prompt", "Mr. Thornton",
+              "--condition-on-previous-text", "--no-speech-threshold", "0.5")
+    assert res.exit_code == 0, res.output
+    from oasr.tokenizers import build_tokenizer
+    from tests.transcribe.conftest import TOKENIZER_SPEC, tokenizer_folder
+
+    # Conditioning carries the prompt on as token ids (the first window's: the initial prompt).
+    tok = build_tokenizer(TOKENIZER_SPEC, tokenizer_folder())
+    assert prompts == [list(tok.encode(" Mr. Thornton"))]
+    prompts.clear()
+    plain = run(bundle, clip(SHORT[0]), "-o", tmp_path / "p.parquet", "--initial-prompt",
+                "Mr. Thornton")
+    assert plain.exit_code == 0, plain.output
+    assert prompts == ["Mr. Thornton"]
+    meta = pq.read_schema(out).metadata
+    assert meta[b"initial_prompt"] == b"Mr. Thornton"
+    assert meta[b"condition_on_previous_text"] == b"true"
+    bad = run(bundle, clip(SHORT[0]), "-o", tmp_path / "b.parquet", "--no-speech-threshold",
+              "1.5")
+    assert bad.exit_code == 2 and "--no-speech-threshold must be in [0, 1]" in flat(bad.output)

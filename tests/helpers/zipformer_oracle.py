@@ -53,9 +53,11 @@ def oracle() -> types.SimpleNamespace | None:
                                  search=search)
 
 
-def asr_model(up: types.SimpleNamespace, cfg: Any, *, use_ctc: bool) -> Any:
+def asr_model(up: types.SimpleNamespace, cfg: Any, *, use_ctc: bool, chunk_size: int = -1,
+              left_context_frames: int = -1) -> Any:
     """icefall's ``AsrModel`` with the geometry of our ``ZipformerConfig`` ``cfg`` (per-stack
-    options as its "a,b,c" strings), whole-utterance attention, the stateless transducer and
+    options as its "a,b,c" strings), whole-utterance attention (or, for a causal ``cfg``, one
+    streaming ``chunk_size`` / ``left_context_frames``), the stateless transducer and
     optionally the CTC head; random (untrained) weights."""
     def csv(v: Any) -> str:
         return ",".join(map(str, v))
@@ -67,6 +69,6 @@ def asr_model(up: types.SimpleNamespace, cfg: Any, *, use_ctc: bool) -> Any:
         pos_head_dim=csv(cfg.pos_head_dim), value_head_dim=csv(cfg.value_head_dim),
         num_heads=csv(cfg.num_heads), feedforward_dim=csv(cfg.feedforward_dim),
         cnn_module_kernel=csv(cfg.cnn_module_kernel), pos_dim=cfg.pos_dim, causal=cfg.causal,
-        chunk_size="-1", left_context_frames="-1", use_ctc=use_ctc, use_transducer=True,
-        vocab_size=cfg.vocab_size, decoder_dim=cfg.decoder_dim, joiner_dim=cfg.joiner_dim,
-        context_size=cfg.context_size)
+        chunk_size=str(chunk_size), left_context_frames=str(left_context_frames),
+        use_ctc=use_ctc, use_transducer=True, vocab_size=cfg.vocab_size,
+        decoder_dim=cfg.decoder_dim, joiner_dim=cfg.joiner_dim, context_size=cfg.context_size)

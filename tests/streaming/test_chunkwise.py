@@ -115,6 +115,10 @@ def test_chunkwise_refusals(bundle):
     eng.strategy.options.blank_skip_threshold = 0.9
     with pytest.raises(ValueError, match="blank_skip_threshold"):
         StreamingRecognizer(eng)
+    rescoring = ASREngine(EngineConfig(model=str(bundle), device="cpu",
+                                       decode_method="ctc_aed_rescoring"))
+    with pytest.raises(ValueError, match="'ctc_aed_rescoring' has no streaming head"):
+        StreamingRecognizer(rescoring)
 
 
 def test_cli_streams_a_conformer_bundle(bundle, tmp_path):

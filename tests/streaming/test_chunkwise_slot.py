@@ -57,7 +57,8 @@ def test_slot_runtime_stream_equals_offline_chunk_masked_ctc():
                                special_units=["<blank>"])
     engine = SimpleNamespace(
         model=model, inputs=inputs, tokenizer=tok, sample_rate=16000,
-        strategy=SimpleNamespace(clock=FrameClock(0.01), options=SimpleNamespace(beam_size=1)),
+        strategy=SimpleNamespace(name="ctc", clock=FrameClock(0.01),
+                                 options=SimpleNamespace(beam_size=1)),
         runner=SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32))
     rng = np.random.default_rng(0)
     frames = 40 * T

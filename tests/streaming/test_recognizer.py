@@ -129,11 +129,11 @@ def test_any_rate_and_chunk_size_lands_on_the_model_clock() -> None:
     assert abs(s.received - len(audio16)) <= 1
 
 
-def test_refuses_chunkwise_models_without_ctc_and_input_after_finish() -> None:
+def test_refuses_chunkwise_models_without_a_streaming_head_and_input_after_finish() -> None:
     script, secs = _script(2, 0.2)
     engine = ScriptedEngine(scripted_audio(script, secs), script)
     engine.model.encoder.streaming_kind = "paged"
-    with pytest.raises(ValueError, match="chunk-wise but has no CTC head"):
+    with pytest.raises(ValueError, match="chunk-wise but decode family None has no streaming head"):
         StreamingRecognizer(engine)
     engine.model.encoder.streaming_kind = "none"
     rec = StreamingRecognizer(engine)

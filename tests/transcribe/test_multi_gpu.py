@@ -70,6 +70,13 @@ def test_gpus_rows_equal_one_process_and_a_failed_shard_resumes(tmp_path):
     blocked.unlink()
     again = _run([*common, "-o", str(out), "--gpus", "2"], tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
+    # One summary for the run (the workers are quiet): the rows both shards ran now, the
+    # rows shard 0 had finished before skipped.
+    assert again.stderr.count("oasr transcribe") == 1, again.stderr[-3000:]
+    done_before = len(pq.read_table(parts["parts"][0]["output"]))
+    summary = next(line for line in again.stderr.splitlines() if line.startswith("│"))
+    cells = [c.strip() for c in summary.strip("│").split("│")]
+    assert cells[:2] == [str(len(rows) - done_before), str(done_before)], summary
     parts = json.loads(Path(f"{out}.shards.json").read_text())
     assert all(p["complete"] for p in parts["parts"])
     got = [r for p in parts["parts"] for r in pq.read_table(p["output"]).to_pylist()]
@@ -85,3 +92,81 @@ def test_gpus_rows_equal_one_process_and_a_failed_shard_resumes(tmp_path):
     assert [a for a, _ in conf if a is not None] == pytest.approx(
         [b for _, b in conf if b is not None], rel=1e-5, abs=1e-7)
     assert any(r["id"] == "broken" and r["error"] for r in got)
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Child processes of ``pid`` (Linux /proc): pid -> command line."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out[int(entry.name)] = cmd
+    return out
+
+
+def test_a_sigkilled_worker_is_reported_and_its_shard_resumes(tmp_path):
+    import signal
+    import time
+
+    bundle = write_tiny_bundle(tmp_path / "tiny", window_s=6.0)
+    clips = [clip(c) for c in SHORT]
+    # Each row its own file, so shard 1's rows finished before the kill can be spoiled: a
+    # rerun that redid them would turn them into error rows.
+    files = []
+    for k in range(240):  # ~120 a shard; its writer flushes a part every 64 rows (or 3 s)
+        f = tmp_path / "audio" / f"r{k:03d}.flac"
+        f.parent.mkdir(exist_ok=True)
+        f.write_bytes(clips[k % 2].read_bytes())
+        files.append(f)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"id": f.stem, "audio": str(f)}) + "\n"
+                                for f in files), encoding="utf-8")
+    out = tmp_path / "multi.parquet"
+    args = [str(manifest), "--model", str(bundle), "--threads", "1", "-o", str(out),
+            "--gpus", "2"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+           "OASR_GPUS_FAKE": "cpu"}
+    parts = tmp_path / "multi.shard-1-of-2.parquet.parts"
+    parent = subprocess.Popen([sys.executable, "-m", "oasr.cli.app", "transcribe", *args],
+                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (parts.is_dir() and any(parts.glob("part-*.parquet"))):
+            assert parent.poll() is None, parent.stderr.read()[-2000:]
+            assert time.monotonic() < deadline, "shard 1 wrote no part"
+            time.sleep(0.01)
+        worker = [p for p, cmd in _children(parent.pid).items() if "--shard 1/2" in cmd]
+        assert len(worker) == 1, _children(parent.pid)
+        os.kill(worker[0], signal.SIGKILL)
+        _, err = parent.communicate(timeout=300)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate()
+    assert parent.returncode == 1, err[-2000:]
+    assert f"shard 1/2 on cpu: FAILED (exit {-signal.SIGKILL})" in " ".join(err.split())
+    manifest_of_parts = json.loads(Path(f"{out}.shards.json").read_text())
+    assert [p["complete"] for p in manifest_of_parts["parts"]] == [True, False]
+    assert not Path(manifest_of_parts["parts"][1]["output"]).exists(), "shard 1 finished"
+    done = [r["id"] for p in sorted(parts.glob("part-*.parquet"))
+            for r in pq.read_table(p).to_pylist()]
+    assert done
+    for row_id in done:
+        (tmp_path / "audio" / f"{row_id}.flac").write_bytes(b"spoiled")
+
+    again = _run(args + ["--no-progress"], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    got = [r for p in json.loads(Path(f"{out}.shards.json").read_text())["parts"]
+           for r in pq.read_table(p["output"]).to_pylist()]
+    ids = [r["id"] for r in got]
+    assert len(ids) == len(set(ids)) == len(files)
+    # Shard 1's rows finished before the kill were kept, not redone from the spoiled files.
+    assert all(r["error"] is None and r["text"] for r in got), [
+        r["error"] for r in got if r["error"]][:3]

@@ -5,7 +5,10 @@ Greedy and sampled rows decode in merged groups (``IncrementalArStrategy``); a r
 follows the checkpoint: ``suppress_tokens`` every step, ``begin_suppress_tokens`` on the first
 generated token. ``task`` and ``language`` substitute the prompt's slots (length-preserving, so
 a mixed batch prefills as one tensor); a multilingual checkpoint with no language given
-detects it from the first decoder step and reports it.
+detects it from the first decoder step and reports it. A text ``prompt`` goes before the SOT
+sequence (``<|startofprev|>`` + its last tokens); rows of different prompt lengths prefill
+left-padded, each row's first token at position 0. ``no_speech_prob`` is read after
+``<|startoftranscript|>`` in the same prefill.
 """
 
 from __future__ import annotations
@@ -28,12 +31,17 @@ from oasr.engine.decode.sampling import RowSampling
 from oasr.engine.decode.timestamp_rules import (
     TimestampVocab,
     apply_timestamp_rules,
+    settled_tokens,
     window_result,
 )
 from oasr.engine.decoder_graph import DEFAULT_MAX_CAPTURES
 from oasr.engine.request import Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 from oasr.native import native
+
+# Cross K/V held for the word-timing pass before it runs early (see _queue_alignment): a batch
+# of 64 tiny.en rows holds about 0.6 GB, of large-v3 rows about 16 GB.
+ALIGN_QUEUE_BYTES = 4 << 30
 
 
 @dataclass
@@ -63,6 +71,11 @@ class AedOptions:
                                             "its noise floor); 0: raw DTW spans.")
     pause_floor_db: float = option(12.0, doc="Word timings: a frame less than this many dB "
                                              "over the audio's noise floor is a pause frame.")
+    max_prompt_tokens: int | None = option(
+        None, doc="A request's prompt (<|startofprev|> + text) keeps its last this many "
+                  "tokens; None: Whisper's max_target_positions // 2 - 1 (223). Every row "
+                  "reserves decoder KV for it; 0: prompts are refused and nothing is "
+                  "reserved.")
 
     def validate(self) -> None:
         if self.beam_size < 1:
@@ -79,13 +92,15 @@ class AedOptions:
             raise ValueError("repetition_guard must be 0 (off) or >= 2")
         if self.step_graph_max_captures < 0:
             raise ValueError("step_graph_max_captures must be >= 0")
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 0:
+            raise ValueError("max_prompt_tokens must be >= 0 (0: prompts refused), or none")
 
 
 class AedDecodeStrategy(IncrementalArStrategy):
     name = "aed"
     capability = "aed"
     options_cls = AedOptions
-    selective_options: ClassVar[tuple[str, ...]] = ("task", "language", "timestamps")
+    selective_options: ClassVar[tuple[str, ...]] = ("task", "language", "prompt", "timestamps")
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or AedOptions(), **kwargs)
@@ -98,17 +113,30 @@ class AedDecodeStrategy(IncrementalArStrategy):
                                             dtype=torch.long)
         # Device copies, made once: a host->device copy per step would synchronise it.
         self._suppress_on: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
-        # A row reserves the full SOT sequence plus the engine's cap (what _max_new allows).
+        # Whisper's prompt tokens: <|startofprev|> opens a prompt, and the no-speech
+        # probability is read after <|startoftranscript|> (None: the tokenizer has neither).
+        self._sot_prev: int | None = getattr(self.tokenizer, "sot_prev", None)
+        self._no_speech: int | None = getattr(self.tokenizer, "no_speech", None)
+        limit = self.options.max_prompt_tokens
+        self._prompt_limit = cfg.max_target_positions // 2 - 1 if limit is None else limit
+        # A row reserves its prompt, the full SOT sequence and the engine's cap (what _max_new
+        # allows); a prefill group never reaches past it (_prefill_groups).
         engine_cap = self._engine_cap
         sot = len(cfg.sot_sequence)
-        self.setup_decoder_kv(sot + min(engine_cap, cfg.max_target_positions - sot),
-                              greedy=self.options.beam_size == 1)
+        prompt = 1 + self._prompt_limit if self._prompt_limit else 0
+        self._row_positions = min(cfg.max_target_positions, prompt + sot + engine_cap)
+        self.setup_decoder_kv(self._row_positions, greedy=self.options.beam_size == 1)
+        self._prefixes: dict[str, list[int]] = {}
         self._id_to_lang = {i: c for c, i in cfg.lang_to_id.items() if i < vocab}
         self._ts_vocab = None
         if cfg.timestamp_begin is not None:
             self._ts_vocab = TimestampVocab(cfg.eos_token_id, cfg.no_timestamps_token_id,
                                             cfg.timestamp_begin)
         self.beams: list[ArBeamGroup] = []
+        # Finished rows waiting for the alignment pass at the end of the current advance.
+        self._align_queue: list[tuple[list[ArRow], list[RequestOutput], list[torch.Tensor],
+                                      list[torch.Tensor]]] = []
+        self._align_queued_bytes = 0
         # Generated ids that are not text: end of text and the prompt's specials.
         self._not_text = {cfg.eos_token_id, cfg.decoder_start_token_id, *cfg.sot_sequence,
                           *cfg.lang_to_id.values(), *cfg.task_to_id.values()}
@@ -133,17 +161,44 @@ class AedDecodeStrategy(IncrementalArStrategy):
         if decoding.n_best is not None and decoding.n_best > self.options.beam_size:
             raise ValueError(f"n_best={decoding.n_best} exceeds beam_size="
                              f"{self.options.beam_size}; raise beam_size")
+        if decoding.prompt is not None:
+            if self._sot_prev is None or not hasattr(self.tokenizer, "encode"):
+                raise ValueError("a prompt needs the checkpoint's Whisper tokenizer (with "
+                                 "<|startofprev|>) to encode it; load the model with its "
+                                 "tokenizer")
+            if not self._prompt_limit:
+                raise ValueError("prompts are off in this engine (max_prompt_tokens=0); set "
+                                 "-d max_prompt_tokens=none (Whisper's 223) or a positive "
+                                 "count")
 
     @property
     def _engine_cap(self) -> int:
         cfg = self.engine_config
         return cfg.max_new_tokens if cfg is not None else DEFAULT_MAX_NEW_TOKENS
 
-    def _max_new(self, decoding: Any) -> int:
+    def _max_new(self, decoding: Any, prefix: int = 0) -> int:
         """The request's cap: it lowers the engine's and the decoder's, never raises them (a
-        larger request is clamped and ends with finish_reason "length")."""
-        cap = min(self._engine_cap, self.cfg.max_target_positions - len(self.cfg.sot_sequence))
+        larger request is clamped and ends with finish_reason "length"). ``prefix``: the
+        prompt tokens before the SOT sequence, which take decoder positions too."""
+        cap = min(self._engine_cap,
+                  self.cfg.max_target_positions - prefix - len(self.cfg.sot_sequence))
         return cap if decoding.max_new_tokens is None else min(cap, decoding.max_new_tokens)
+
+    def _prefix(self, decoding: Any) -> list[int]:
+        """``<|startofprev|>`` + the last ``max_prompt_tokens`` tokens of ``" " +
+        prompt.strip()`` (openai-whisper's and faster-whisper's encoding), or nothing for no
+        (or a blank) prompt."""
+        text = decoding.prompt
+        if isinstance(text, list):  # token ids: a previous window's, as they were generated
+            return [self._sot_prev, *text[-self._prompt_limit:]] if text else []
+        if text is None or not text.strip():
+            return []
+        ids = self._prefixes.get(text)
+        if ids is None:
+            tokens = list(self.tokenizer.encode(" " + text.strip()))
+            ids = [self._sot_prev, *tokens[-self._prompt_limit:]]
+            self._prefixes[text] = ids
+        return ids
 
     # -- prefill --------------------------------------------------------------------------
     def detect_language(self, enc: torch.Tensor) -> list[str]:
@@ -156,8 +211,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
         best = ids[logits.index_select(1, ids).argmax(-1)].tolist()
         return [self._id_to_lang[i] for i in best]
 
-    def _prompts(self, requests: list[Request], enc: torch.Tensor) -> tuple[torch.Tensor,
-                                                                             list[str | None]]:
+    def _prompts(self, requests: list[Request], enc: torch.Tensor
+                 ) -> tuple[list[list[int]], list[str | None]]:
+        """Each row's SOT sequence (task, language and prompt mode substituted), and its
+        language."""
         # Reported as the checkpoint spells its codes, whatever case the request used.
         langs: list[str | None] = [None if r.decoding.language is None
                                    else r.decoding.language.strip().lower()
@@ -176,13 +233,16 @@ class AedDecodeStrategy(IncrementalArStrategy):
         if requests[0].decoding.timestamps:  # begin_offline prefills the two modes apart
             nots = self.cfg.no_timestamps_token_id
             prompts = [[t for t in p if t != nots] for p in prompts]
-        return torch.tensor(prompts, device=enc.device), langs
+        return prompts, langs
 
     def prefill_rows(self, requests: list[Request], enc: torch.Tensor,
                      enc_lens: torch.Tensor | None) -> tuple[torch.Tensor, Any, list[ArRow]]:
-        prompt, langs = self._prompts(requests, enc)
+        """Prefill one group (``_prefill_groups``): each row's prompt prefix and SOT sequence,
+        left-padded to the longest, so every row's first token sits at position 0."""
+        sots, langs = self._prompts(requests, enc)
+        prefixes = [self._prefix(r.decoding) for r in requests]
         rows = []
-        for r, lang in zip(requests, langs):
+        for r, lang, prefix in zip(requests, langs, prefixes):
             d = r.decoding
             sampling = None
             if d.sampling:
@@ -191,32 +251,67 @@ class AedDecodeStrategy(IncrementalArStrategy):
                     gen = torch.Generator(device=enc.device)
                     gen.manual_seed(d.seed)
                 sampling = RowSampling(d.temperature, d.top_k, d.top_p, gen)
-            rows.append(ArRow(r, self._max_new(d), sampling,
+            rows.append(ArRow(r, self._max_new(d, len(prefix)), sampling,
                               {"language": lang, "timestamps": d.timestamps}))
+        seqs = [p + s for p, s in zip(prefixes, sots)]
+        width = max(len(s) for s in seqs)
+        pad = self.cfg.pad_token_id if self.cfg.pad_token_id is not None else self.eos_id
+        prompt = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=enc.device)
+        starts = torch.tensor([width - len(s) for s in seqs], device=enc.device)
         # Sized on the full SOT sequence so both prompt modes get equal capacity and merge.
-        cap = len(self.cfg.sot_sequence) + max(row.max_new for row in rows)
+        longest = max(len(p) for p in prefixes)
+        cap = longest + len(self.cfg.sot_sequence) + max(row.max_new for row in rows)
         pool = self.kv_pool if self.options.beam_size == 1 else None  # beams stay dense
-        if pool is None:
-            logits, state = self.model.decoder.prefill(enc, prompt, cap, enc_lens)
-        else:
-            logits, state = self.model.decoder.prefill(enc, prompt, cap, enc_lens, pool=pool)
+        score_at = width - len(sots[0]) if self._no_speech is not None else None
+        logits, state, sot_logits = self.model.decoder.prefill_scored(
+            enc, prompt, cap, enc_lens, pool=pool, starts=starts, score_at=score_at)
+        if sot_logits is not None:
+            # Whisper's no_speech_prob: softmax of the raw logits after SOT. Kept on the
+            # device; read when the row finishes (a host read there is already due).
+            no_speech = torch.softmax(sot_logits.float(), dim=-1)[:, self._no_speech]
+            for i, row in enumerate(rows):
+                row.extra["no_speech"] = no_speech[i]
         return logits, state, rows
+
+    def _prefill_groups(self, requests: list[Request]) -> list[list[int]]:
+        """Rows that prefill together: one prompt mode (the modes' SOT sequences differ in
+        length), and a padded width that leaves every row its own token cap within the row
+        KV reservation. Nearly always one group per mode."""
+        groups: list[list[int]] = []
+        sot = len(self.cfg.sot_sequence)
+        modes = (False,) if self.options.beam_size > 1 else (False, True)
+        for mode in modes:
+            idx = [i for i, r in enumerate(requests) if r.decoding.timestamps == mode]
+            size = {i: len(self._prefix(requests[i].decoding)) for i in idx}
+            open_groups: list[tuple[int, int, list[int]]] = []  # (width, max cap, rows)
+            for i in sorted(idx, key=lambda j: -size[j]):  # the first row sets the width
+                new = self._max_new(requests[i].decoding, size[i])
+                for g, (width, most, members) in enumerate(open_groups):
+                    if width + sot + max(most, new) <= self._row_positions:
+                        open_groups[g] = (width, max(most, new), members + [i])
+                        break
+                else:
+                    open_groups.append((size[i], new, [i]))
+            groups += [sorted(members) for _, _, members in open_groups]
+        return groups
 
     def begin_offline(self, requests: list[Request], enc: torch.Tensor,
                       enc_lens: torch.Tensor | None) -> None:
-        if self.options.beam_size == 1:
-            # The two prompt modes differ in length, so they prefill apart (and merge after).
-            for mode in (False, True):
-                idx = [i for i, r in enumerate(requests) if r.decoding.timestamps == mode]
-                if not idx:
-                    continue
-                if len(idx) == len(requests):
-                    super().begin_offline(requests, enc, enc_lens)
-                    return
+        self._prefixes = {}  # encoded prompts live for one admission
+        for idx in self._prefill_groups(requests):
+            if len(idx) == len(requests):
+                sub, sub_enc, sub_lens = requests, enc, enc_lens
+            else:
                 t = torch.tensor(idx, device=enc.device)
-                super().begin_offline([requests[i] for i in idx], enc.index_select(0, t),
-                                      None if enc_lens is None else enc_lens.index_select(0, t))
-            return
+                sub, sub_enc = [requests[i] for i in idx], enc.index_select(0, t)
+                sub_lens = None if enc_lens is None else enc_lens.index_select(0, t)
+            if self.options.beam_size == 1:
+                super().begin_offline(sub, sub_enc, sub_lens)
+            else:
+                self._begin_beams(sub, sub_enc, sub_lens)
+
+    def _begin_beams(self, requests: list[Request], enc: torch.Tensor,
+                     enc_lens: torch.Tensor | None) -> None:
         logits, state, rows = self.prefill_rows(requests, enc, enc_lens)
         timed = any(r.decoding.word_timestamps for r in requests)
         self.beams.append(ArBeamGroup(
@@ -264,7 +359,9 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     def advance(self, budget: StepBudget) -> list[RequestOutput]:
         if not self.beams:
-            return super().advance(budget)
+            out = super().advance(budget)
+            self._flush_alignment()  # fills the queued rows' outputs in place
+            return out
         while self.beams and budget.take():
             g = self.beams[0]
             logits = None
@@ -280,14 +377,11 @@ class AedDecodeStrategy(IncrementalArStrategy):
                 if "align" in row.extra:
                     timed.append((row, out, kept[0]))
                 self._finished.append(out)
-            if timed:
-                rows, outs, cross = zip(*timed)
-                layers = range(len(cross[0][0]))
-                self._time_words(list(rows), list(outs),
-                                 [torch.cat([c[0][i] for c in cross]) for i in layers],
-                                 [torch.cat([c[1][i] for c in cross]) for i in layers])
+            for row, out, (keys, values) in timed:
+                self._queue_alignment([row], [out], keys, values)
             if g.empty:
                 self.beams.pop(0)
+        self._flush_alignment()
         out, self._finished = self._finished, []
         return out
 
@@ -324,9 +418,39 @@ class AedDecodeStrategy(IncrementalArStrategy):
         if not asked:
             return
         idx = torch.tensor([i for i, _ in asked], device=group.last.device)
-        cross_k, cross_v = group.state.cross.rows(idx)  # dense or paged storage alike
-        self._time_words([group.rows[i] for i, _ in asked], [out for _, out in asked],
-                         cross_k, cross_v)
+        cross_k, cross_v = group.state.cross.rows(idx)  # dense or paged storage alike: copies
+        self._queue_alignment([group.rows[i] for i, _ in asked], [out for _, out in asked],
+                              cross_k, cross_v)
+
+    def _queue_alignment(self, rows: list[ArRow], outputs: list[RequestOutput],
+                         cross_k: list[torch.Tensor], cross_v: list[torch.Tensor]) -> None:
+        """Hold finished rows (and copies of their cross K/V) until the end of this
+        ``advance``: every row finishing in it, across groups and retirements, is then timed in
+        one pass. A queue past ``ALIGN_QUEUE_BYTES`` of K/V is timed at once."""
+        self._align_queue.append((rows, outputs, cross_k, cross_v))
+        self._align_queued_bytes += sum(t.numel() * t.element_size()
+                                        for t in (*cross_k, *cross_v))
+        if self._align_queued_bytes >= ALIGN_QUEUE_BYTES:
+            self._flush_alignment()
+
+    def _flush_alignment(self) -> None:
+        """Time every queued row: one pass per cross K/V shape (one for Whisper's fixed
+        window), the K/V concatenated per layer."""
+        queue, self._align_queue, self._align_queued_bytes = self._align_queue, [], 0
+        buckets: dict[tuple, list[tuple]] = {}
+        for job in queue:
+            key = tuple((tuple(k.shape[1:]), k.dtype, k.device) for k in job[2])
+            buckets.setdefault(key, []).append(job)
+        for jobs in buckets.values():
+            rows = [r for job in jobs for r in job[0]]
+            outs = [o for job in jobs for o in job[1]]
+            if len(jobs) == 1:
+                keys, values = jobs[0][2], jobs[0][3]
+            else:
+                layers = range(len(jobs[0][2]))
+                keys = [torch.cat([job[2][i] for job in jobs]) for i in layers]
+                values = [torch.cat([job[3][i] for job in jobs]) for i in layers]
+            self._time_words(rows, outs, keys, values)
 
     def _time_words(self, rows: list[ArRow], outputs: list[RequestOutput],
                     cross_k: list[torch.Tensor], cross_v: list[torch.Tensor]) -> None:
@@ -367,11 +491,12 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     def finish_row(self, row: ArRow, tokens: list[int], logps: list[float],
                    finish_reason: str) -> RequestOutput:
-        segments = resume = None
+        segments = resume = settled_ids = None
         settled_text: list[int] | None = None
         if row.extra.get("timestamps") and self._ts_vocab is not None:
             # Only the segments the window settled count; the text is theirs.
             settled, resume = window_result(tokens, self._ts_vocab)
+            settled_ids = settled_tokens(tokens, self._ts_vocab)
             settled_text = [t for seg in settled for t in seg.tokens]
             segments = [(seg.start, seg.end, self.tokenizer.decode(seg.tokens).strip())
                         for seg in settled]
@@ -398,9 +523,12 @@ class AedDecodeStrategy(IncrementalArStrategy):
             conf = total / len(probs)
         # Whisper's avg_logprob: the mean over the generated tokens (end of text excluded).
         avg_logprob = sum(logps) / len(logps) if logps else None
+        no_speech = row.extra.get("no_speech")
         return RequestOutput(
             request_id=row.request.request_id, text=text, token_ids=tokens,
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,
             avg_logprob=avg_logprob, segments=segments, resume_at=resume,
+            no_speech_prob=None if no_speech is None else float(no_speech),
+            settled_token_ids=settled_ids,
             metadata=row.request.metadata,
         )

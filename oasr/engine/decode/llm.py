@@ -168,6 +168,9 @@ class LlmDecodeStrategy(IncrementalArStrategy):
         if decoding.n_best is not None and decoding.n_best > 1:
             raise ValueError("the llm family decodes greedy or sampled, one hypothesis per "
                              "request; n_best > 1 is not served")
+        if isinstance(decoding.prompt, list):
+            raise ValueError("the llm family takes a text prompt (an instruction), not token "
+                             "ids")
 
     # -- prefill --------------------------------------------------------------------------
     def prefill_rows(self, requests: list[Request], enc: torch.Tensor,

@@ -124,3 +124,16 @@ def window_result(tokens: list[int],
             closed = [s for s in segments if s.end is not None and s.end <= resume + 1e-6]
             return closed, resume
     return segments, None
+
+
+def settled_tokens(tokens: list[int], vocab: TimestampVocab) -> list[int]:
+    """The tokens of what ``window_result`` settles, timestamps included: through the end
+    timestamp of the last closed segment when the window resumes there, else every token but
+    the end of text (openai-whisper's ``all_tokens`` for the window)."""
+    ts = vocab.timestamp_begin
+    pairs = [i for i, t in enumerate(tokens[:-1]) if t >= ts and tokens[i + 1] >= ts]
+    body = [t for t in tokens if t != vocab.eos]
+    single_ending = len(body) >= 2 and body[-1] >= ts and body[-2] < ts
+    if pairs and not single_ending and tokens[pairs[-1]] > ts:
+        return tokens[:pairs[-1] + 1]
+    return body

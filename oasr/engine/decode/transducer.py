@@ -3,9 +3,11 @@
 The engine runs the encoder alone (``consumes="hidden"``) and hands over (B, T', C); the family
 drives the model's ``predictor`` (a ``TransducerPredictor``) and ``joiner`` (a ``Joiner``)
 through ``transducer_search``. ``beam_size`` 1 is greedy with up to ``max_sym_per_frame``
-labels per frame; wider beams are icefall's modified beam search (one label per frame), which
-needs a label-window predictor (``TransducerPredictor.label_window``): a recurrent predictor
-refuses it at construction, naming the fix.
+labels per frame (on CUDA the device-resident loop of ``transducer_graph``, replayed from
+CUDA graphs; the host loop elsewhere, and as its oracle); wider beams are icefall's modified
+beam search (one label per frame), which needs a label-window predictor
+(``TransducerPredictor.label_window``): a recurrent predictor refuses it at construction,
+naming the fix.
 
 Word timings come from the emission frames the search records: a label's span runs from its
 emitting frame to the next label's, and its posterior is the joiner's softmax at emission.
@@ -23,6 +25,7 @@ from oasr.engine.decode.alignment import emission_spans, fill_word_timings
 from oasr.engine.decode.ctc import mean_posterior
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
+from oasr.engine.decode.transducer_graph import DeviceGreedy
 from oasr.engine.decode.transducer_search import (
     TransducerHypothesis,
     greedy_search,
@@ -41,6 +44,8 @@ class TransducerOptions:
                                            "search moves to the next frame.")
     nbest: int = option(1, doc="Hypotheses returned per row (<= beam_size); > 1 fills "
                                "nbest_texts. A request's n_best overrides it.")
+    cuda_graphs: bool = option(True, doc="Greedy on CUDA: replay the frame loop from CUDA "
+                                         "graphs (false: the same device loop, eager).")
 
     def validate(self) -> None:
         if self.beam_size < 1:
@@ -66,10 +71,27 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         self.predictor = model.predictor
         self.joiner = model.joiner
         self.unk_id = getattr(model.config, "unk_id", None)
+        self._device_greedy = DeviceGreedy(self.predictor, self.joiner, self.unk_id,
+                                           graphs=self.options.cuda_graphs)
         if self.options.beam_size > 1 and self.predictor.label_window is None:
             raise ValueError(
                 f"{type(self.predictor).__name__} is recurrent (no label window); modified "
                 "beam search needs a label-window predictor: decode with beam_size=1")
+        # a prompted encoder (its encoder_options carry ``language``) conditions the frames
+        # the joint reads on each request's language (``model.apply_prompt``)
+        self.prompted = "language" in getattr(model, "encoder_options", dict)()
+        if self.prompted:
+            self.selective_options = ("language",)
+
+    def validate_options(self, decoding: Any) -> None:
+        super().validate_options(decoding)
+        if self.prompted and decoding.language is not None:
+            self.model.prompt_slots([decoding.language])  # an unknown language raises
+
+    def condition(self, hidden: torch.Tensor, languages: list[str | None]) -> torch.Tensor:
+        """The encoder frames the joint reads: prompted on each row's language, if the model
+        is prompted."""
+        return self.model.apply_prompt(hidden, languages) if self.prompted else hidden
 
     def n_best_limit(self) -> tuple[int, str]:
         return self.options.beam_size, "raise beam_size"
@@ -80,7 +102,10 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         if lens is None:
             lens = torch.full((hidden.shape[0],), hidden.shape[1], dtype=torch.int64)
         opt = self.options
-        if opt.beam_size == 1:
+        if opt.beam_size == 1 and hidden.is_cuda:  # no host round trip per frame
+            hyps = self._device_greedy.search(hidden, lens, opt.max_sym_per_frame)
+            return [[h] for h in hyps]
+        if opt.beam_size == 1:  # the host loop: the oracle, and the CPU's path
             hyps = greedy_search(self.predictor, self.joiner, hidden, lens,
                                  max_sym_per_frame=opt.max_sym_per_frame, unk_id=self.unk_id)
             return [[h] for h in hyps]
@@ -112,6 +137,7 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
                        requests: list[Request]) -> list[RequestOutput]:
         """hidden (B, T', C), lens (B,) encoder frames -> one output per request."""
         wanted = [r.decoding.n_best or self.options.nbest for r in requests]
+        hidden = self.condition(hidden, [r.decoding.language for r in requests])
         rows = self.search(hidden, lens, max(wanted))
         frames = ([hidden.shape[1]] * hidden.shape[0] if lens is None
                   else lens.detach().cpu().tolist())

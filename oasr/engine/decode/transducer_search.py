@@ -92,12 +92,16 @@ def greedy_frames(predictor: Any, joiner: Any, hidden: torch.Tensor, lengths: to
     return state, dec
 
 
-def _add(beam: dict[tuple[int, ...], list[Any]], ys: tuple[int, ...], logp: torch.Tensor,
-         frames: list[int], probs: list[float]) -> None:
-    if ys in beam:
-        beam[ys][0] = torch.logaddexp(beam[ys][0], logp)
-    else:
-        beam[ys] = [logp, frames, probs]
+def _merged_scores(vals: torch.Tensor, meta: torch.Tensor, width: int) -> torch.Tensor:
+    """Each hypothesis' log-probability from the flat top-k values ``vals``: its first pick
+    (``meta[:, 0]``), then each later pick of the same labels (``meta[:, 1:1 + width]``, -1
+    where none) log-add-exp'd in pick order."""
+    scores = vals[meta[:, 0]]
+    for j in range(width):
+        pick = meta[:, 1 + j]
+        scores = torch.where(pick >= 0, torch.logaddexp(scores, vals[pick.clamp(min=0)]),
+                             scores)
+    return scores
 
 
 @torch.inference_mode()
@@ -105,7 +109,13 @@ def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
                          lengths: torch.Tensor, beam: int = 4, n_best: int = 1,
                          unk_id: int | None = None) -> list[list[TransducerHypothesis]]:
     """hidden (B, T, C_enc), lengths (B,) -> per row its ``n_best`` hypotheses, best first
-    (ranked by log-probability / (labels + context_size), as icefall's final pick)."""
+    (ranked by log-probability / (labels + context_size), as icefall's final pick).
+
+    Batched over rows: each frame runs one predictor call over every hypothesis' label
+    window, one joiner call over all (row, hypothesis) pairs and one top-k per row over its
+    (hypotheses x vocab) scores, all on ``hidden``'s device; the host only keys the picks by
+    their label sequences to merge equal ones (one upload and one download per frame).
+    """
     _check(hidden, lengths)
     if beam < 1 or n_best < 1:
         raise ValueError(f"beam and n_best must be >= 1, got {beam}, {n_best}")
@@ -116,34 +126,79 @@ def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
                          "beam_size=1 (greedy)")
     blank = predictor.blank_id
     unk = blank if unk_id is None else unk_id
-    device = hidden.device
+    device, batch = hidden.device, hidden.shape[0]
     enc = joiner.project_encoder(hidden)
-    out = []
-    for b in range(hidden.shape[0]):
-        start = tuple(predictor.init_state(1, device)[0].tolist())
-        hyps: dict[tuple[int, ...], list[Any]] = {
-            start: [torch.zeros(1, dtype=torch.float32, device=device), [], []]}
-        for t in range(int(lengths[b])):
-            items = list(hyps.items())
-            window = torch.tensor([ys[-ctx:] for ys, _ in items], dtype=torch.int64,
-                                  device=device)
-            dec = joiner.project_decoder(predictor.predict(window))
-            logits = joiner(enc[b, t].expand(len(items), -1), dec)
-            prior = torch.cat([v[0].reshape(1, 1) for _, v in items])
-            logp = (logits.float().log_softmax(dim=-1) + prior).reshape(-1)
-            vocab = logits.shape[-1]
-            top_val, top_idx = logp.topk(min(beam, logp.numel()))
-            hyps = {}
-            for val, idx in zip(top_val, top_idx.tolist()):
-                ys, (_, frames, probs) = items[idx // vocab]
-                tok = idx % vocab
+    lens = [int(n) for n in lengths.tolist()]
+    # Longest rows first, so the rows still decoding are always a prefix of the flat batch.
+    order = sorted(range(batch), key=lambda b: -lens[b])
+    start = tuple(predictor.init_state(1, device)[0].tolist())
+    # Per held row: its hypotheses (labels incl. the start window, frames, probs) in pick order.
+    beams: list[list[tuple[tuple[int, ...], list[int], list[float]]]] = [
+        [(start, [], [])] for _ in order]
+    first: list[int] = list(range(batch))  # per flat hypothesis: its pick in ``vals``
+    later: list[list[int]] = [[] for _ in order]  # and its merged later picks
+    vals = torch.zeros(batch, dtype=torch.float32, device=device)
+    done: list[Any] = [None] * batch
+    held, t = batch, 0
+    while held:
+        counts = [len(hyps) for hyps in beams]
+        width = max(map(len, later))
+        meta = torch.tensor(
+            [[first[i], *later[i], *[-1] * (width - len(later[i])), order[r], r, slot, *ys[-ctx:]]
+             for i, (r, slot, ys) in enumerate(
+                 (r, slot, h[0]) for r, hyps in enumerate(beams) for slot, h in enumerate(hyps))],
+            dtype=torch.int64, device=device)
+        scores = _merged_scores(vals, meta, width)
+        live = sum(1 for b in order[:held] if lens[b] > t)
+        if live < held:  # rows whose frames are spent: final scores to the host
+            n = sum(counts[:live])
+            tail = scores[n:].tolist()
+            for r in range(live, held):
+                done[order[r]] = (beams[r], tail[:counts[r]])
+                tail = tail[counts[r]:]
+            held, beams, counts = live, beams[:live], counts[:live]
+            scores, meta = scores[:n], meta[:n]
+            if not held:
+                break
+        rows, r_ids, slots = meta[:, 1 + width], meta[:, 2 + width], meta[:, 3 + width]
+        dec = joiner.project_decoder(predictor.predict(meta[:, 4 + width:]))
+        logits = joiner(enc[rows, t], dec).float()
+        vocab, most = logits.shape[-1], max(counts)
+        grid = logits.new_full((held, most, vocab), float("-inf"))
+        grid[r_ids, slots] = logits.log_softmax(dim=-1) + scores.unsqueeze(1)
+        prior = logits.new_zeros((held, most))
+        prior[r_ids, slots] = scores
+        k = min(beam, most * vocab)
+        top_val, top_idx = grid.reshape(held, -1).topk(k, dim=1)
+        post = (top_val - prior.gather(1, top_idx // vocab)).exp()
+        picked = torch.cat([top_idx.double(), post.double()], dim=1).tolist()
+        vals = top_val.reshape(-1)
+        first, later, merged = [], [], []
+        for r, row in enumerate(picked):
+            keys: dict[tuple[int, ...], int] = {}
+            new: list[tuple[tuple[int, ...], list[int], list[float]]] = []
+            for j in range(k):
+                h, tok = divmod(int(row[j]), vocab)
+                if h >= counts[r]:  # a -inf pad past this row's hypotheses
+                    continue
+                ys, frames, probs = beams[r][h]
                 if tok not in (blank, unk):
-                    post = float((val - prior[idx // vocab, 0]).exp())
-                    _add(hyps, ys + (tok,), val.reshape(1), frames + [t], probs + [post])
+                    ys, frames, probs = ys + (tok,), frames + [t], probs + [row[k + j]]
+                g = keys.get(ys)
+                if g is None:
+                    keys[ys] = len(new)
+                    new.append((ys, frames, probs))
+                    first.append(r * k + j)
+                    later.append([])
                 else:
-                    _add(hyps, ys, val.reshape(1), list(frames), list(probs))
-        ranked = sorted(hyps.items(), key=lambda kv: float(kv[1][0]) / len(kv[0]),
-                        reverse=True)
-        out.append([TransducerHypothesis(list(ys[ctx:]), frames, float(v), probs)
-                    for ys, (v, frames, probs) in ranked[:n_best]])
+                    later[len(first) - len(new) + g].append(r * k + j)
+            merged.append(new)
+        beams = merged
+        t += 1
+    out = []
+    for b in range(batch):
+        hyps, scores_b = done[b]
+        ranked = sorted(zip(hyps, scores_b), key=lambda hs: hs[1] / len(hs[0][0]), reverse=True)
+        out.append([TransducerHypothesis(list(ys[ctx:]), list(frames), score, list(probs))
+                    for (ys, frames, probs), score in ranked[:n_best]])
     return out

@@ -6,6 +6,11 @@ chunk gives the hypothesis the offline search gives on the whole sequence.
 each token's frame and posterior, score), frames counted from the stream's first fed frame;
 greedy never rewrites a token, so ``stable_prefix()`` is all of them. The shape of the CTC
 streams (``ctc_streaming``), for a chunk-wise policy that drives a transducer head.
+
+``feed_streams(streams, hidden (B, T, C_enc), lens (B,))`` advances a cohort of streams (one
+row each) in one batched search: their predictor states are stacked
+(``TransducerPredictor.stack_states``), each row searched from its own state, and split back;
+the same hypotheses as feeding each stream alone.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import torch
 
 from oasr.engine.decode.transducer_search import TransducerHypothesis, greedy_frames
 
-__all__ = ["TransducerGreedyStream"]
+__all__ = ["TransducerGreedyStream", "feed_streams"]
 
 
 class TransducerGreedyStream:
@@ -35,15 +40,18 @@ class TransducerGreedyStream:
         self.state: Any = None
         self.dec: torch.Tensor | None = None
 
+    def _start(self, device: torch.device) -> None:
+        if self.state is None:
+            self.state = self.predictor.init_state(1, device)
+            self.dec = self.joiner.project_decoder(self.predictor.predict(self.state))
+
     def feed(self, hidden: torch.Tensor) -> None:
         """hidden (T, C_enc): the stream's next encoder frames."""
         if hidden.dim() != 2:
             raise ValueError(f"hidden must be (T, C_enc), got {tuple(hidden.shape)}")
         if not hidden.shape[0]:
             return
-        if self.state is None:
-            self.state = self.predictor.init_state(1, hidden.device)
-            self.dec = self.joiner.project_decoder(self.predictor.predict(self.state))
+        self._start(hidden.device)
         lens = torch.tensor([hidden.shape[0]], device=hidden.device)
         self.state, self.dec = greedy_frames(
             self.predictor, self.joiner, hidden[None], lens, self.state, self.dec, [self.hyp],
@@ -55,3 +63,39 @@ class TransducerGreedyStream:
 
     def stable_prefix(self) -> int:
         return len(self.hyp.tokens)
+
+
+def feed_streams(streams: list[TransducerGreedyStream], hidden: torch.Tensor,
+                 lens: torch.Tensor) -> None:
+    """hidden (B, T, C_enc), lens (B,): row ``b`` is the next ``lens[b]`` frames of
+    ``streams[b]``; one batched greedy pass over the cohort."""
+    if hidden.dim() != 3 or hidden.shape[0] != len(streams):
+        raise ValueError(f"hidden must be ({len(streams)}, T, C_enc), got "
+                         f"{tuple(hidden.shape)}")
+    if not streams:
+        return
+    first = streams[0]
+    if any(s.predictor is not first.predictor or s.joiner is not first.joiner
+           or s.max_sym_per_frame != first.max_sym_per_frame or s.unk_id != first.unk_id
+           for s in streams):
+        raise ValueError("feed_streams batches streams of one predictor, joiner and options")
+    if len(streams) == 1:
+        streams[0].feed(hidden[0, :int(lens[0])])
+        return
+    for s in streams:
+        s._start(hidden.device)
+    predictor = first.predictor
+    state = predictor.stack_states([s.state for s in streams])
+    dec = torch.cat([s.dec for s in streams])
+    fresh = [TransducerHypothesis([]) for _ in streams]
+    state, dec = greedy_frames(predictor, first.joiner, hidden, lens, state, dec, fresh, 0,
+                               first.max_sym_per_frame, first.unk_id)
+    counts = lens.detach().cpu().tolist()
+    for s, st, d, h, n in zip(streams, predictor.unstack_states(state), dec.split(1), fresh,
+                              counts):
+        s.state, s.dec = st, d
+        s.hyp.tokens += h.tokens
+        s.hyp.frames += [s.frame + f for f in h.frames]
+        s.hyp.probs += h.probs
+        s.hyp.score += h.score
+        s.frame += int(n)

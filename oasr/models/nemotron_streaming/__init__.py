@@ -13,7 +13,8 @@ from oasr.models.registry import ModelEntry
 NEMOTRON_STREAMING = ModelEntry(
     name="nemotron_streaming",
     model_cls="oasr.models.nemotron_streaming.model:NemotronStreamingRnnt",
-    converters=("oasr.models.nemotron_streaming.converter:HfNemotronStreamingConverter",),
+    converters=("oasr.models.nemotron_streaming.converter:HfNemotronStreamingConverter",
+                "oasr.models.nemotron_streaming.converter:HfNemotronPromptedConverter"),
     modes=("offline", "streaming"),
     source_formats=("huggingface", "native"),
     description="cache-aware FastConformer (chunked-limited attention, causal convs) + LSTM "

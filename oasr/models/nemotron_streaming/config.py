@@ -5,12 +5,18 @@ context: every query attends its own chunk of ``lookahead + 1`` frames and the
 ``left_context // (lookahead + 1)`` chunks before it, so one chunk of audio can be encoded
 with only a cache of the last ``left_context`` frames. The subsampling and the depthwise
 convolution are causal and the convolution module normalises with LayerNorm.
+
+A prompted checkpoint (Nemotron 3.5 ASR, transformers' ``Nemotron3_5AsrForRNNT``) also carries
+``num_prompts`` language-prompt slots: the target language's one-hot is concatenated to every
+encoder frame and fused back to ``d_model`` by a two-layer ReLU MLP before the joint;
+``prompt_dictionary`` maps language strings to slots (``default_prompt_id`` when none is
+asked: the checkpoint's ``auto`` slot).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oasr.models.fastconformer.config import FastConformerConfig
 
@@ -22,12 +28,18 @@ class NemotronStreamingConfig(FastConformerConfig):
     """``left_context``: cached encoder frames (transformers' ``sliding_window - 1``);
     ``lookahead``: right context in frames, so a chunk is ``lookahead + 1`` frames
     (``default_num_lookahead_tokens``); ``lookaheads``: the right contexts the checkpoint was
-    trained with (any of them may be chosen per run)."""
+    trained with (any of them may be chosen per run); ``num_prompts`` (0: no prompt
+    conditioning), ``prompt_hidden``, ``default_prompt_id``, ``prompt_dictionary``: the
+    language prompt of a prompted checkpoint."""
 
     head: str = "rnnt"
     left_context: int = 70
     lookahead: int = 13
     lookaheads: tuple[int, ...] = (13, 6, 1, 0)
+    num_prompts: int = 0
+    prompt_hidden: int = 2048
+    default_prompt_id: int = 101
+    prompt_dictionary: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -37,9 +49,16 @@ class NemotronStreamingConfig(FastConformerConfig):
         if self.left_context < 0 or self.lookahead < 0:
             problems.append(f"left_context={self.left_context}, lookahead={self.lookahead} "
                             "(each >= 0)")
+        if self.num_prompts:
+            bad = {k: v for k, v in self.prompt_dictionary.items()
+                   if not 0 <= int(v) < self.num_prompts}
+            if bad or not 0 <= self.default_prompt_id < self.num_prompts:
+                problems.append(f"prompt slots {bad or self.default_prompt_id} outside "
+                                f"num_prompts={self.num_prompts}")
         if problems:
             raise ValueError("NemotronStreamingConfig: " + "; ".join(problems))
         self.lookaheads = tuple(int(r) for r in self.lookaheads)
+        self.prompt_dictionary = {str(k): int(v) for k, v in self.prompt_dictionary.items()}
 
     @property
     def chunk_frames(self) -> int:

@@ -5,6 +5,12 @@ transducer names are Parakeet's (``oasr.models.fastconformer.converters``); the 
 ``conv_in`` + ``layers.N.{depthwise,pointwise}_conv``; ``sliding_window - 1`` is the cached
 left context and ``default_num_lookahead_tokens`` the default right context. The features are
 Parakeet's log-mel without normalisation (``preprocessor_config.json``).
+
+``HfNemotronPromptedConverter``: transformers' ``Nemotron3_5AsrForRNNT`` (``model_type:
+nemotron3_5_asr``), the same encoder and head plus the language prompt (``prompt_projector.
+linear_{1,2}``; ``num_prompts``, ``prompt_intermediate_size``, ``default_prompt_id`` from
+``config.json``, the language -> slot table from ``processor_config.json``'s
+``prompt_dictionary``).
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ from oasr.models.converter import MappedWeights, load_hf_weights, read_json
 from oasr.models.fastconformer import converters as parakeet
 from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
 
-__all__ = ["HfNemotronStreamingConverter"]
+__all__ = ["HfNemotronPromptedConverter", "HfNemotronStreamingConverter"]
 
-_MODEL_TYPE = "nemotron_asr_streaming"
 _STAGE = re.compile(r"^encoder\.subsampling\.layers\.(\d+)\.(depthwise|pointwise)_conv\."
                     r"(weight|bias)$")
+
+
+def _map_prompt(name: str) -> str | None:
+    m = re.match(r"^prompt_projector\.(linear_[12])\.(weight|bias)$", name)
+    return f"prompt_projector.{m.group(1)}.{m.group(2)}" if m else None
 
 
 def _map_subsampling(name: str) -> str | None:
@@ -41,23 +51,25 @@ def _map_subsampling(name: str) -> str | None:
 class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
     architecture = "nemotron_streaming"
     config_class = "oasr.models.nemotron_streaming.config:NemotronStreamingConfig"
+    model_type = "nemotron_asr_streaming"
 
     @property
     def looks_for(self) -> str:  # type: ignore[override]
-        return f"config.json with model_type '{_MODEL_TYPE}' beside model.safetensors"
+        return f"config.json with model_type '{self.model_type}' beside model.safetensors"
 
     def detect(self, path: Path) -> bool:
         path = Path(path)
         if not path.is_dir() or not parakeet.has_hf_weights(path):
             return False
         cfg = read_json(path / "config.json")
-        return bool(cfg) and cfg.get("model_type") == _MODEL_TYPE
+        return bool(cfg) and cfg.get("model_type") == self.model_type
 
     def build_config(self, path: Path) -> NemotronStreamingConfig:
         path = Path(path)
         cfg = read_json(path / "config.json")
-        if not cfg or cfg.get("model_type") != _MODEL_TYPE:
-            raise ValueError(f"{path}/config.json is not a transformers {_MODEL_TYPE} config")
+        if not cfg or cfg.get("model_type") != self.model_type:
+            raise ValueError(f"{path}/config.json is not a transformers {self.model_type} "
+                             "config")
         enc = dict(cfg.get("encoder_config") or {})
         if int(enc.get("subsampling_conv_stride", 2)) != 2:
             raise ValueError(f"{path}/config.json: encoder_config.subsampling_conv_stride="
@@ -75,7 +87,11 @@ class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
             left_context=int(enc.get("sliding_window", 71)) - 1,
             lookahead=default,
             lookaheads=tuple(int(r) for r in lookaheads),
+            **self.prompt_fields(cfg, proc),
         )
+
+    def prompt_fields(self, cfg: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
+        return {}
 
     def expected_shapes(self, config: NemotronStreamingConfig) -> dict[str, tuple[int, ...]]:
         from oasr.models.nemotron_streaming.model import NemotronStreamingRnnt
@@ -87,7 +103,8 @@ class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
     def map_weights(self, path: Path, config: NemotronStreamingConfig) -> MappedWeights:
         out = MappedWeights()
         for name, t in load_hf_weights(path).items():
-            ours = _map_subsampling(name) or parakeet._map_name(name, {}, "rnnt")
+            ours = (_map_subsampling(name) or _map_prompt(name)
+                    or parakeet._map_name(name, {}, "rnnt"))
             if name.endswith(".inv_freq"):
                 out.drop(name, "sinusoid frequencies (recomputed)")
             elif ours is None:
@@ -104,3 +121,13 @@ class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
         params: dict[str, Any] = dict(feats.params)
         params["normalize"] = "none"
         return dataclasses.replace(feats, params=params)
+
+
+class HfNemotronPromptedConverter(HfNemotronStreamingConverter):
+    model_type = "nemotron3_5_asr"
+
+    def prompt_fields(self, cfg: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
+        return dict(num_prompts=int(cfg.get("num_prompts", 128)),
+                    prompt_hidden=int(cfg.get("prompt_intermediate_size", 2048)),
+                    default_prompt_id=int(cfg.get("default_prompt_id", 101)),
+                    prompt_dictionary=dict(proc.get("prompt_dictionary") or {}))

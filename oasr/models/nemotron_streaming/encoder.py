@@ -26,7 +26,7 @@ from oasr.layers.conv import DepthwiseConv1d
 from oasr.layers.linear import PointwiseConv1d
 from oasr.layers.matmul import bmm
 from oasr.layers.norm import LayerNorm
-from oasr.models.base import BaseEncoder
+from oasr.models.base import BaseEncoder, StreamingGeometry
 from oasr.models.fastconformer.attention import RelPositionAttention, relative_sinusoids
 from oasr.models.fastconformer.encoder import FastConformerBlock
 from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
@@ -182,6 +182,17 @@ class NemotronStreamingEncoder(BaseEncoder):
         cfg.lookahead = r
         self.right_context = cfg.subsampling_factor * r
         self.streaming_chunk_frames = r + 1
+
+    def streaming_geometry(self, chunk: int) -> StreamingGeometry:
+        """``first_chunk_features`` frames first, then ``chunk_features``, none re-read (the
+        subsampling caches its own left frames); a last short chunk is zero-padded."""
+        if chunk != self.streaming_chunk_frames:
+            raise ValueError(f"chunk of {chunk} frames: this encoder is configured for "
+                             f"{self.streaming_chunk_frames} (configure_streaming picks one of "
+                             f"the trained lookaheads {list(self.cfg.lookaheads)})")
+        per = self.cfg.chunk_features()
+        return StreamingGeometry(chunk, window=per, stride=per,
+                                 first_window=self.cfg.first_chunk_features(), pad_last=True)
 
     def _context(self, lookahead: int | None) -> tuple[int, int]:
         r = self.cfg.lookahead if lookahead is None else int(lookahead)

@@ -189,7 +189,8 @@ class WhisperDecoder(BaseDecoder):
         pos = state.kv.positions()[:, None] + torch.arange(s, device=tokens.device)
         # Only a finished row, stepping until the host next reads the end flags, gets past the
         # table; paged lens are not clamped, so clamp here.
-        pos = pos.clamp(max=self.max_positions - 1)
+        # A left-padding slot has a negative position; its output is never read.
+        pos = pos.clamp(min=0, max=self.max_positions - 1)
         x = self.embed_tokens(tokens) + self.embed_positions(pos)
         for i, layer in enumerate(self.layers):
             x = layer(x, i, state)
@@ -215,22 +216,33 @@ class WhisperDecoder(BaseDecoder):
         return cross
 
     def prefill(self, enc: torch.Tensor, prompt: torch.Tensor, capacity: int,
-                enc_lens: torch.Tensor | None = None,
-                pool: BlockPool | None = None) -> tuple[torch.Tensor, AedState]:
+                enc_lens: torch.Tensor | None = None, pool: BlockPool | None = None,
+                starts: torch.Tensor | None = None) -> tuple[torch.Tensor, AedState]:
         """Encode the prompt and cache the cross K/V.
 
         Args:
             enc: encoder output (B, T_enc, C).
-            prompt: (B, P) token ids, the same length for every row.
-            capacity: KV positions to reserve per row (prompt + new tokens).
+            prompt: (B, P) token ids; row ``i``'s first ``starts[i]`` are left padding.
+            capacity: KV positions to reserve per row (P + new tokens).
             enc_lens: (B,) valid encoder frames, ``None`` for the whole window.
             pool: page both halves on this pool (``None``: dense storage). Raises
                 ``oasr.cache.paged.PoolExhausted``, reserving nothing, when it cannot hold
                 the rows.
+            starts: (B,) left padding per row (``None``: none). A row's first real token
+                sits at position 0, as it would decoded alone.
 
         Returns:
             logits (B, V) for the next token, and the group's state.
         """
+        logits, state, _ = self.prefill_scored(enc, prompt, capacity, enc_lens, pool, starts)
+        return logits, state
+
+    def prefill_scored(self, enc: torch.Tensor, prompt: torch.Tensor, capacity: int,
+                       enc_lens: torch.Tensor | None = None, pool: BlockPool | None = None,
+                       starts: torch.Tensor | None = None, score_at: int | None = None
+                       ) -> tuple[torch.Tensor, AedState, torch.Tensor | None]:
+        """``prefill``, plus the logits (B, V) after prompt column ``score_at`` (``None``:
+        none): Whisper reads its no-speech probability after ``<|startoftranscript|>``."""
         if capacity > self.max_positions:
             raise ValueError(
                 f"decoder capacity {capacity} exceeds Whisper's {self.max_positions} positions"
@@ -249,8 +261,11 @@ class WhisperDecoder(BaseDecoder):
                 paged.release_rows(list(range(b)))
                 raise
             state = AedState(paged, cross)
+        if starts is not None:
+            state.kv.starts = starts.to(device=enc.device, dtype=torch.long)
         x = self._run(prompt, state)
-        return self._logits(x[:, -1]), state
+        scored = None if score_at is None else self._logits(x[:, score_at])
+        return self._logits(x[:, -1]), state, scored
 
     def step(self, tokens: torch.Tensor, state: AedState) -> torch.Tensor:
         """tokens (B,) -> next-token logits (B, V); appends one key per row."""

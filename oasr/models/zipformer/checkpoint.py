@@ -33,7 +33,7 @@ _PER_STACK = ("downsampling_factor", "encoder_dim", "num_encoder_layers", "query
               "pos_head_dim", "value_head_dim", "num_heads", "feedforward_dim",
               "cnn_module_kernel")
 _SCALARS = ("feature_dim", "pos_dim", "causal", "decoder_dim", "joiner_dim", "context_size",
-            "vocab_size", "blank_id")
+            "vocab_size", "blank_id", "decode_chunk_size", "decode_left_context_frames")
 
 
 def checkpoint_file(folder: Path) -> Path | None:
@@ -128,6 +128,9 @@ def config_from_state_dict(state: dict[str, torch.Tensor],
         layer2_channels=int(state["encoder_embed.conv.4.weight"].shape[0]),
         layer3_channels=l3, vocab_size=vocab, blank_id=int(params.get("blank_id", 0)),
         use_ctc=use_ctc, use_transducer=use_transducer)
+    for key in ("decode_chunk_size", "decode_left_context_frames"):
+        if key in params:
+            kw[key] = int(params[key])
     if use_transducer:
         kw.update(decoder_dim=int(state["decoder.embedding.weight"].shape[1]),
                   joiner_dim=int(state["joiner.output_linear.weight"].shape[1]),

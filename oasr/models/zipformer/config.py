@@ -37,6 +37,10 @@ class ZipformerConfig:
     decoder_dim: int = 512
     joiner_dim: int = 512
     context_size: int = 2
+    # Streaming (causal checkpoints) decodes in chunks of this many subsampled (50 Hz) frames
+    # seeing this many back: icefall's streaming_decode.py --chunk-size / --left-context-frames.
+    decode_chunk_size: int = 16
+    decode_left_context_frames: int = 128
 
     def __post_init__(self) -> None:
         n = len(self.downsampling_factor)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from oasr.layers.norm import BiasNorm
-from oasr.models.base import BaseEncoder
+from oasr.models.base import BaseEncoder, StreamingGeometry
 from oasr.models.zipformer.attention import (
     NonlinAttention,
     RelPositionAttentionWeights,
@@ -34,6 +34,14 @@ from oasr.models.zipformer.modules import (
     convert_num_channels,
     upsample,
 )
+from oasr.models.zipformer.streaming import (
+    LOG_EPS,
+    SUBSAMPLER_CONTEXT,
+    ZipformerStreaming,
+    init_states,
+    state_specs,
+)
+from oasr.models.zipformer.streaming import streaming_forward as _streaming_forward
 from oasr.models.zipformer.subsampling import Conv2dSubsampling
 
 
@@ -244,13 +252,19 @@ class ZipformerEncoder(BaseEncoder):
     """Features (B, T, F) -> hidden states (B, T', max(encoder_dim)), T' = ((T - 7) // 2 + 1)
     // 2."""
 
+    streaming_pad_value = LOG_EPS  # what a padding row's (and the input end's) frames hold
+
     def __init__(self, cfg: ZipformerConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.subsampling_rate = cfg.subsampling_rate
-        # Causal checkpoints stream chunk-wise upstream; the slot path is not built here yet,
-        # so every configuration declares "none" (offline, whole utterance) for now.
-        self.streaming_kind = "none"
+        # Causal checkpoints stream chunk-wise through the slot runtime (every cache has a
+        # fixed extent: ``streaming.py``); the others decode whole utterances.
+        self.streaming_kind = "slot" if cfg.causal else "none"
+        self.streaming: ZipformerStreaming | None = None
+        if cfg.causal:
+            self._set_streaming(ZipformerStreaming(cfg.decode_chunk_size,
+                                                   cfg.decode_left_context_frames))
         self.embed = Conv2dSubsampling(cfg.feature_dim, cfg.encoder_dim[0],
                                        cfg.layer1_channels, cfg.layer2_channels,
                                        cfg.layer3_channels)
@@ -259,6 +273,60 @@ class ZipformerEncoder(BaseEncoder):
     @property
     def output_dim(self) -> int:
         return self.cfg.output_dim
+
+    # -- streaming (causal checkpoints) -------------------------------------------------------
+    def _set_streaming(self, geo: ZipformerStreaming) -> None:
+        geo.check(self.cfg)
+        self.streaming = geo
+        self.streaming_chunk_frames = geo.output_frames
+        self.streaming_window_frames = geo.left_context_frames // 2
+        # Feature frames of look-ahead past a chunk's last output frame: with it the generic
+        # window formula gives ``geo.window``.
+        self.right_context = geo.window - (geo.output_frames - 1) * self.subsampling_rate - 1
+        self.slot_state_specs = state_specs(self.cfg, geo.left_context_frames)
+
+    def _require_streaming(self) -> ZipformerStreaming:
+        if self.streaming is None:
+            raise ValueError("this Zipformer checkpoint is not causal (no chunk-wise path); "
+                             "streaming needs one trained with --causal 1")
+        return self.streaming
+
+    def configure_streaming(self, chunk_frames: int | None = None,
+                            left_chunks: int | None = None) -> None:
+        """The decoding chunk in output frames (icefall's ``--chunk-size`` is twice it) and
+        the left window in chunks (``left_context_frames = left_chunks * chunk_size``)."""
+        geo = self._require_streaming()
+        chunk = geo.chunk_size if chunk_frames is None else 2 * int(chunk_frames)
+        if left_chunks is None:
+            left = geo.left_context_frames
+        elif left_chunks < 1:
+            raise ValueError(f"left_chunks={left_chunks}: the slot runtime keeps a fixed left "
+                             "window; give left_chunks >= 1")
+        else:
+            left = left_chunks * chunk
+        self._set_streaming(ZipformerStreaming(chunk, left))
+
+    def streaming_geometry(self, chunk: int) -> StreamingGeometry:
+        geo = self._require_streaming()
+        if chunk != geo.output_frames:
+            geo = ZipformerStreaming(2 * chunk, geo.left_context_frames)
+            geo.check(self.cfg)
+        # icefall's tail: 13 frames of log(1e-10) at the input's end (``streaming.py``).
+        return StreamingGeometry(chunk=geo.output_frames, window=geo.window, stride=geo.stride,
+                                 tail=SUBSAMPLER_CONTEXT)
+
+    def get_streaming_init_states(self, batch_size: int = 1,
+                                  device: torch.device | str | None = None
+                                  ) -> list[torch.Tensor]:
+        return init_states(self.slot_state_specs, batch_size, device,
+                           next(self.parameters()).dtype)
+
+    def streaming_forward(self, x: torch.Tensor, x_lens: torch.Tensor,
+                          states: list[torch.Tensor]
+                          ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """One chunk: features (B, T <= window, F), x_lens (B,), the caches
+        (``slot_state_specs`` order) -> (B, chunk_frames, C), lengths, the new caches."""
+        return _streaming_forward(self, self._require_streaming(), x, x_lens, states)
 
     def forward(self, features: torch.Tensor, lengths: torch.Tensor, chunk_size: int = -1,
                 left_context_frames: int = -1) -> tuple[torch.Tensor, torch.Tensor]:

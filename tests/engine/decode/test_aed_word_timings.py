@@ -70,6 +70,34 @@ def test_only_the_rows_that_asked_are_aligned():
         assert len(out.timestamps) == len([t for t in out.token_ids if t < 50256])
 
 
+def test_rows_finishing_within_one_engine_step_share_one_pass():
+    """Rows ending at different decoder steps (their own token caps) of one tick, the first
+    already at prefill, are timed together when the tick ends: one pass, not one per
+    retirement; the words are those of rows timed alone."""
+    from tests.helpers.tiny_whisper import JoinTokenizer, build_tiny_whisper, random_audio
+
+    class PiecesTokenizer(JoinTokenizer):
+        def token_pieces(self, ids):
+            return [("" if i == 0 else " ") + str(t) for i, t in enumerate(ids)]
+
+    loaded = build_tiny_whisper(seed=1, with_hf=False).loaded  # rows run to their cap
+    loaded.tokenizer = PiecesTokenizer()
+    loaded.model.config.alignment_heads = [[0, 0], [1, 1]]
+    engine = ASREngine(EngineConfig(device="cpu", max_new_tokens=4, max_tick_ms=1e6,
+                                    decode_steps_per_tick=64), loaded=loaded)
+    calls = count_alignment_passes(engine)
+    reqs = [Request(f"r{k}", random_audio(k),
+                    DecodingOptions(word_timestamps=True, max_new_tokens=k))
+            for k in (1, 2, 3, 4)]
+    together = {o.request_id: o for o in engine.run(reqs)}
+    assert len({len(o.token_ids) for o in together.values()}) >= 3  # different steps
+    assert calls == [4]
+    for req in reqs:
+        alone = next(iter(engine.run([req])))
+        assert [(w.word, w.start, w.end) for w in alone.words] == [
+            (w.word, w.start, w.end) for w in together[req.request_id].words]
+
+
 def test_beam_search_times_words_and_an_unknown_clock_refuses():
     beam = tiny_engine(beam_size=2)
     assert beam.strategy.word_timing_modes == ("offline",)

@@ -83,6 +83,38 @@ def test_modified_beam_matches_icefall(up, seed, beam):
     assert [b[0].frames for b in got] == ref.timestamps
 
 
+@pytest.mark.parametrize("seed", [0, 4, 6])
+def test_modified_beam_ragged_batch_of_five_matches_icefall(up, seed):
+    model = _upstream_model(up, seed)
+    pred, joiner = _ours(model)
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(5, 19, ENC, generator=g)
+    lens = torch.tensor([7, 19, 1, 12, 19])  # ragged, one single frame, a tie at the longest
+    with torch.no_grad():
+        ref = up.search.modified_beam_search(model, hidden, lens, beam=4, return_timestamps=True)
+    got = modified_beam_search(pred, joiner, hidden, lens, beam=4)
+    assert sum(len(h) for h in ref.hyps) > 0
+    assert [b[0].tokens for b in got] == ref.hyps
+    assert [b[0].frames for b in got] == ref.timestamps
+
+
+def test_modified_beam_rows_are_independent_of_their_batch(up):
+    pred, joiner = _ours(_upstream_model(up, 2))
+    g = torch.Generator().manual_seed(2)
+    hidden = torch.randn(4, 15, ENC, generator=g)
+    lens = torch.tensor([15, 0, 6, 11])
+    batched = modified_beam_search(pred, joiner, hidden, lens, beam=4, n_best=4)
+    assert [(h.tokens, h.frames, h.score) for h in batched[1]] == [([], [], 0.0)]
+    for row in (0, 2, 3):
+        alone = modified_beam_search(pred, joiner, hidden[row:row + 1], lens[row:row + 1],
+                                     beam=4, n_best=4)[0]
+        assert [(h.tokens, h.frames) for h in batched[row]] == [(h.tokens, h.frames)
+                                                                for h in alone]
+        for a, b in zip(batched[row], alone):
+            assert a.score == pytest.approx(b.score, abs=1e-5)
+            assert a.probs == pytest.approx(b.probs, abs=1e-6)
+
+
 def test_beam_one_is_greedy_token_for_token(up):
     model = _upstream_model(up, 5)
     pred, joiner = _ours(model)

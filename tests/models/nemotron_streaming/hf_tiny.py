@@ -40,3 +40,52 @@ def save_hf(folder: Path, seed: int = 0, blank_bias: float = 1.0) -> torch.nn.Mo
     write_tokenizer(folder, VOCAB)
     extractor.save_pretrained(folder)
     return model
+
+
+# a few of the checkpoint's language slots (its processor_config.json carries the full table)
+PROMPTS = {"en-US": 0, "en": 0, "de-DE": 9, "de": 9, "fr": 8, "auto": 101}
+
+
+def save_hf_prompted(folder: Path, seed: int = 0, blank_bias: float = 0.0) -> torch.nn.Module:
+    """A random ``Nemotron3_5AsrForRNNT`` (the language-prompted checkpoint) saved with
+    ``save_pretrained``, its processor (with ``prompt_dictionary``) beside it."""
+    import pytest
+    import transformers as tf
+
+    if not hasattr(tf, "Nemotron3_5AsrForRNNT"):
+        pytest.skip("transformers has no Nemotron3_5AsrForRNNT; pip install "
+                    "'transformers>=5.24'")
+    try:
+        extractor = tf.NemotronAsrStreamingFeatureExtractor(
+            feature_size=ENCODER["num_mel_bins"])
+    except ImportError as exc:
+        pytest.skip(f"the reference feature extractor cannot be built: {exc}".strip())
+    torch.manual_seed(seed)
+    blank = VOCAB - 1
+    width = ENCODER["hidden_size"]
+    cfg = tf.Nemotron3_5AsrConfig(vocab_size=VOCAB, blank_token_id=blank, pad_token_id=blank,
+                                  decoder_hidden_size=24, num_decoder_layers=2,
+                                  prompt_intermediate_size=2 * width,
+                                  encoder_config=dict(ENCODER))
+    model = tf.Nemotron3_5AsrForRNNT(cfg)
+    randomize(model, seed, blank_bias)
+    # Fully random, the fusion MLP drowns the frames in its biases and every row emits one
+    # token; here it passes the frames (relu(x) - relu(-x)) and adds a random per-language
+    # shift, every weight still perturbed.
+    g = torch.Generator().manual_seed(seed + 1)
+    eye = torch.eye(width)
+    with torch.no_grad():
+        p = model.prompt_projector
+        p.linear_1.weight.copy_(torch.cat([
+            torch.cat([eye, -eye]), torch.randn(2 * width, cfg.num_prompts, generator=g) * 0.1], 1))
+        p.linear_2.weight.copy_(torch.cat([eye, -eye], 1))
+        for t in (p.linear_1.weight, p.linear_2.weight, p.linear_1.bias, p.linear_2.bias):
+            t.copy_(t * (t != 0) + torch.randn(t.shape, generator=g) * 0.02)
+    model.eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    write_tokenizer(folder, VOCAB)
+    tokenizer = tf.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    tf.Nemotron3_5AsrProcessor(extractor, tokenizer,
+                               prompt_dictionary=dict(PROMPTS)).save_pretrained(folder)
+    return model
