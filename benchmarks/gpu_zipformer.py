@@ -123,7 +123,7 @@ def main() -> None:
     if ref is not None:
         with torch.no_grad():
             for p in ref.parameters():
-                p.add_(torch.randn_like(p) * 0.1)
+                p.add_(torch.randn_like(p) * 0.02)
         ours.load_state_dict(model_state_dict(ref.state_dict()), strict=True)
     ours = ours.to(device).eval()
     result: dict = {
