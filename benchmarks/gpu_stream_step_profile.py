@@ -73,7 +73,7 @@ def main() -> None:
         x = torch.randn(w, window, 80)
 
         @torch.inference_mode()
-        def step() -> None:
+        def step(ids: list[int] = ids, x: torch.Tensor = x) -> None:
             out, _ = be.forward_step(ids, x.to(device, dtype, non_blocking=True))
             model.ctc_log_probs(out).argmax(-1).cpu()
 

@@ -169,16 +169,22 @@ def test_chunk_outputs_equal_wenet_forward_chunk_semantics(causal, chunk, left):
         torch.testing.assert_close(o, w, atol=ATOL, rtol=0)
 
 
-def test_cohorts_of_streams_of_different_lengths(random_u2pp):
-    """Streams join and leave, skip steps, end on short windows: each equals its offline."""
+@pytest.mark.parametrize("bucket", [False, True])
+def test_cohorts_of_streams_of_different_lengths(random_u2pp, bucket):
+    """Streams join and leave, skip steps, end on short windows: each equals its offline,
+    whether cohorts run at their own width or padded to a power of two with scratch rows."""
     model = random_u2pp
     model.encoder.configure_streaming(3, 1)
     gen = torch.Generator().manual_seed(5)
     feats = [torch.randn(n, 20, generator=gen) for n in (61, 97, 40, 130)]
-    be = build_streaming_backend(model, max_streams=3, block_size=2)
+    be = build_streaming_backend(model, max_streams=3, block_size=2, bucket_cohorts=bucket)
+    if bucket:
+        assert be.buckets() == [1, 2, 4]
+        be.warm_up(9, 20)
+        assert be.pool.used_blocks == 0 and not be.slot_of
     todo = {i: windows(model.encoder, f.shape[0]) for i, f in enumerate(feats)}
     outs: dict[int, list[torch.Tensor]] = {i: [] for i in todo}
-    step, opened = 0, []
+    step, opened, widths = 0, [], set()
     while any(todo.values()):
         for i in list(todo):
             if todo[i] and i not in opened and len(opened) < 3 and (i < 2 or step > 2):
@@ -192,6 +198,8 @@ def test_cohorts_of_streams_of_different_lengths(random_u2pp):
             for r, (i, (a, b)) in enumerate(zip(cohort, ws)):
                 x[r, :b - a] = feats[i][a:b]
             out, lens = be.forward_step(cohort, x, torch.tensor([b - a for a, b in ws]))
+            assert out.shape[0] == len(cohort)
+            widths.add(len(cohort))
             for r, i in enumerate(cohort):
                 outs[i].append(out[r, :lens[r]])
         for i in [i for i in opened if not todo[i]]:
@@ -199,6 +207,7 @@ def test_cohorts_of_streams_of_different_lengths(random_u2pp):
             opened.remove(i)
         step += 1
     assert be.pool.used_blocks == 0
+    assert 3 in widths  # a cohort the buckets pad (3 -> 4)
     for i, f in enumerate(feats):
         torch.testing.assert_close(torch.cat(outs[i]), offline(model, f, 3, 1), atol=ATOL,
                                    rtol=0)
