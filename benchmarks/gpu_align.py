@@ -84,7 +84,8 @@ def build_batch(args, device: torch.device):
     with torch.inference_mode():
         feats, lens = engine.inputs(reqs)
         enc, enc_lens = engine.runner.forward(feats, lens, strat.consumes)
-        prompt, _ = strat._prompts(reqs, enc)
+        rows, _ = strat._prompts(reqs, enc)  # no request prompt here: one length
+        prompt = torch.tensor(rows, device=enc.device)
         _, state = lm.model.decoder.prefill(enc, prompt, prompt.shape[1] + 1, enc_lens)
         cross_k, cross_v = state.cross.rows(torch.arange(len(reqs), device=enc.device))
     base = list(cfg.prompt_ids(task="transcribe", language=None))
