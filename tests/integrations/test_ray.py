@@ -7,6 +7,7 @@ default of one CPU per actor plus the read and write tasks can leave nothing to 
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,10 +32,17 @@ runner = CliRunner()
 def ray_cluster():
     ray = pytest.importorskip("ray", reason="needs Ray Data: pip install 'oasr[ray]'")
     pytest.importorskip("ray.data", reason="needs Ray Data: pip install 'oasr[ray]'")
+    # ray.init installs its own SIGTERM / SIGINT handlers and shutdown leaves them: the rest
+    # of the suite gets the ones it had.
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="module")
