@@ -54,8 +54,8 @@ LONGFORM = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "dat
 TOLERANCES = (0.2, 0.3)
 
 
-def ours(flac: Path, end: float, device: str, dtype: str,
-         options: dict) -> tuple[list[dict], str, float, list[float]]:
+def ours(flac: Path, end: float, device: str, dtype: str, options: dict,
+         condition: bool = False) -> tuple[list[dict], str, float, list[float]]:
     import pyarrow.parquet as pq
 
     from oasr.engine.config import EngineConfig
@@ -76,7 +76,8 @@ def ours(flac: Path, end: float, device: str, dtype: str,
 
         t0 = time.perf_counter()
         transcribe(engine, TranscribeOptions(inputs=[str(manifest)], word_timestamps=True,
-                                             on_window=on_window),
+                                             on_window=on_window,
+                                             condition_on_previous_text=condition),
                    OutputWriter(out, "parquet"))
         wall = time.perf_counter() - t0
         row = pq.read_table(out).to_pylist()[0]
@@ -168,7 +169,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--raw-dtw", action="store_true", help="also run ours with pause_snap_db=0")
     ap.add_argument("--arms", default="oasr,transformers",
-                    help="comma-separated: oasr, oasr_raw_dtw, transformers")
+                    help="comma-separated: oasr, oasr_raw_dtw, oasr_conditioned (each window "
+                         "prompted with the previous ones' tokens), transformers")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     longform = args.data / "longform" if args.data else LONGFORM
@@ -187,6 +189,8 @@ def main() -> None:
     arms = [("oasr", lambda: ours(flac, end, args.device, dtype, {})),
             ("oasr_raw_dtw",
              lambda: ours(flac, end, args.device, dtype, {"pause_snap_db": 0.0})),
+            ("oasr_conditioned",
+             lambda: ours(flac, end, args.device, dtype, {}, condition=True)),
             ("transformers", lambda: transformers_pipeline(audio, args.device, dtype))]
     command = ("python benchmarks/word_timings_longform.py"
                + (f" --seconds {args.seconds:g}" if args.seconds else "")
