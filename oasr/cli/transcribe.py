@@ -157,9 +157,6 @@ def transcribe_command(
     decoded); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), finished rows kept.
     """
     flags = SimpleNamespace(**locals())
-    from oasr.io.pandas_probe import answer_no_pandas
-
-    answer_no_pandas()  # before the first pyarrow conversion: 0.5 s of start-up
     from rich.console import Console
     from rich.markup import escape
 
@@ -180,6 +177,11 @@ def transcribe_command(
 
         run_ray(console, flags)
         return
+    # This process's own transcribe hands pyarrow no pandas objects (Ray's driver, above, may):
+    # answered before the first conversion, it saves the 0.5 s pandas import at start-up.
+    from oasr.io.pandas_probe import answer_no_pandas
+
+    answer_no_pandas()
 
     def fail(exc: Exception, code: int = 2) -> typer.Exit:
         # A KeyError's str() is its repr; the message is its argument.
