@@ -16,17 +16,24 @@ ENCODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, inter
                dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, layerdrop=0.0)
 
 
-def save_hf(folder: Path, seed: int = 0, blank_bias: float = 1.0) -> torch.nn.Module:
-    """A random ``NemotronAsrStreamingForRNNT`` saved with ``save_pretrained`` (+ tokenizer and
-    feature-extractor configs); returns the model in eval mode."""
+def reference_extractor():
+    """transformers' ``NemotronAsrStreamingFeatureExtractor`` for the tiny encoder; the test
+    skips, naming the reason, where it cannot be built (older transformers need librosa)."""
     import pytest
     import transformers as tf
 
-    try:  # older transformers' reference extractor needs librosa
-        extractor = tf.NemotronAsrStreamingFeatureExtractor(
-            feature_size=ENCODER["num_mel_bins"])
+    try:
+        return tf.NemotronAsrStreamingFeatureExtractor(feature_size=ENCODER["num_mel_bins"])
     except ImportError as exc:
         pytest.skip(f"the reference feature extractor cannot be built: {exc}".strip())
+
+
+def save_hf(folder: Path, seed: int = 0, blank_bias: float = 1.0) -> torch.nn.Module:
+    """A random ``NemotronAsrStreamingForRNNT`` saved with ``save_pretrained`` (+ tokenizer and
+    feature-extractor configs); returns the model in eval mode."""
+    import transformers as tf
+
+    extractor = reference_extractor()
     torch.manual_seed(seed)
     blank = VOCAB - 1
     cfg = tf.NemotronAsrStreamingConfig(vocab_size=VOCAB, blank_token_id=blank, pad_token_id=blank,
@@ -55,11 +62,7 @@ def save_hf_prompted(folder: Path, seed: int = 0, blank_bias: float = 0.0) -> to
     if not hasattr(tf, "Nemotron3_5AsrForRNNT"):
         pytest.skip("transformers has no Nemotron3_5AsrForRNNT; pip install "
                     "'transformers>=5.24'")
-    try:
-        extractor = tf.NemotronAsrStreamingFeatureExtractor(
-            feature_size=ENCODER["num_mel_bins"])
-    except ImportError as exc:
-        pytest.skip(f"the reference feature extractor cannot be built: {exc}".strip())
+    extractor = reference_extractor()
     torch.manual_seed(seed)
     blank = VOCAB - 1
     width = ENCODER["hidden_size"]
