@@ -8,7 +8,6 @@ extractor's frames, the last zero-padded); endpoints restart the predictor; and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ from oasr.streaming.endpoint import EndpointConfig  # noqa: E402
 from tests.models.fastconformer.reference import hf_hypotheses  # noqa: E402
 from tests.models.nemotron_streaming.hf_tiny import VOCAB, save_hf  # noqa: E402
 from tests.streaming.conformer_bundle import DATA, two_utterances  # noqa: E402
+from tests.streaming.stream_cli import stream_finals  # noqa: E402
 
 BLANK = VOCAB - 1
 CLIPS = ("1688-142285-0002", "1688-142285-0003")
@@ -214,10 +214,7 @@ def test_cli_streams_a_nemotron_bundle(nemotron, tmp_path):
     wav = tmp_path / "two.wav"
     sf.write(wav, audio, sr, subtype="FLOAT")
     out = tmp_path / "finals.jsonl"
-    r = CliRunner().invoke(app, ["stream", str(wav), "--model", str(bundle), "--device", "cpu",
-                                 "-o", str(out)])
-    assert r.exit_code == 0, r.output
-    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    r, rows = stream_finals(bundle, wav, out)
     assert len(rows) == 2 and [x["endpoint_rule"] for x in rows] == [2, None]
     assert all(x["words"] and x["text"] for x in rows)
     assert [w["word"] for w in rows[0]["words"]] == rows[0]["text"].split()
@@ -225,10 +222,7 @@ def test_cli_streams_a_nemotron_bundle(nemotron, tmp_path):
     assert "stateful" in r.stderr
     # No endpointing: one final, transformers' streaming generate over the whole file.
     out2 = tmp_path / "one.jsonl"
-    r = CliRunner().invoke(app, ["stream", str(wav), "--model", str(bundle), "--device", "cpu",
-                                 "--no-endpoint", "-o", str(out2)])
-    assert r.exit_code == 0, r.output
-    rows = [json.loads(x) for x in out2.read_text().splitlines()]
+    _, rows = stream_finals(bundle, wav, out2, "--no-endpoint")
     want = text(src, reference_ids(hf, audio, 1))
     assert want and [x["text"] for x in rows] == [want]
     r = CliRunner().invoke(app, ["stream", str(wav), "--model", str(bundle), "--device", "cpu",

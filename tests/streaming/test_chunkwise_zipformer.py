@@ -28,6 +28,7 @@ from tests.cli.test_zipformer_cli import PIECES
 from tests.helpers.zipformer_oracle import ORACLE_MISSING, oracle
 from tests.models.zipformer.test_streaming_slot import CHUNK, LEFT, causal_models, icefall_stream
 from tests.streaming.conformer_bundle import DATA, two_utterances
+from tests.streaming.stream_cli import stream_finals
 from tests.streaming.test_chunkwise_transducer import feed
 
 CLIPS = ("1688-142285-0002", "1688-142285-0003")
@@ -95,17 +96,11 @@ def test_cli_streams_a_zipformer_bundle(zipformer, tmp_path):
     wav = tmp_path / "two.wav"
     sf.write(wav, audio, sr, subtype="FLOAT")
     out = tmp_path / "finals.jsonl"
-    r = CliRunner().invoke(app, ["stream", str(wav), "--model", str(bundle), "--device", "cpu",
-                                 "--no-endpoint", "--output", str(out)])
-    assert r.exit_code == 0, r.output
+    r, rows = stream_finals(bundle, wav, out, "--no-endpoint")
     assert "slot" in r.stderr
-    rows = [json.loads(x) for x in out.read_text().splitlines()]
     want = reference_text(up, ref, engine(bundle), audio)
     assert [x["text"] for x in rows] == [want]
     out2 = tmp_path / "endpointed.jsonl"
-    r = CliRunner().invoke(app, ["stream", str(wav), "--model", str(bundle), "--device", "cpu",
-                                 "-o", str(out2)])
-    assert r.exit_code == 0, r.output
-    rows = [json.loads(x) for x in out2.read_text().splitlines()]
+    _, rows = stream_finals(bundle, wav, out2)
     assert len(rows) >= 2 and all(x["error"] is None for x in rows if "error" in x)
     assert all(a["end"] <= b["start"] for a, b in zip(rows, rows[1:]))
