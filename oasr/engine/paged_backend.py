@@ -14,7 +14,8 @@ after it (zero chunks, outputs dropped). On the H200 a step at a batch width it 
 costs 180-320 ms (convolution plans are built per shape) against a steady ~30 ms at any width
 from 1 to 512 (``benchmarks/gpu_stream_step_profile.py``); with streams arriving at their own
 times every cohort width occurs, so unbucketed the first-shape cost lands on live partials.
-``warm_up()`` runs each bucket once before streams arrive.
+``warm_up()`` runs each bucket once before streams arrive (the concurrency benchmark calls it;
+the chunk-wise recognizer does not yet, so there each bucket pays its first step once).
 """
 
 from __future__ import annotations
