@@ -22,6 +22,5 @@ def test_cuda_load_equals_the_cpu_load_moved():
     # buffers computed at construction (not in the state dict) moved too
     for (name, a), (_, b) in zip(ref.named_buffers(), ours.named_buffers()):
         assert b.device.type == "cuda" and torch.equal(a, b), name
-    # a parameter shared by two modules is still one tensor
-    ids = [id(p) for p in ours.parameters()]
-    assert len(ids) == len(set(ids)) == len(list(ref.parameters()))
+    # a parameter shared by two modules is still one tensor: a broken tie would be one more
+    assert len(list(ours.parameters())) == len(list(ref.parameters()))
