@@ -128,28 +128,34 @@ def test_a_sigkilled_worker_is_reported_and_its_shard_resumes(tmp_path):
     manifest.write_text("".join(json.dumps({"id": f.stem, "audio": str(f)}) + "\n"
                                 for f in files), encoding="utf-8")
     out = tmp_path / "multi.parquet"
+    # Small batches, so shard 1's rows reach its writer a few at a time: with one batch of
+    # all its rows the first part and the merged file land within milliseconds and the kill
+    # below can miss the window.
     args = [str(manifest), "--model", str(bundle), "--threads", "1", "-o", str(out),
-            "--gpus", "2"]
+            "--gpus", "2", "-b", "4"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
            "OASR_GPUS_FAKE": "cpu"}
     parts = tmp_path / "multi.shard-1-of-2.parquet.parts"
-    parent = subprocess.Popen([sys.executable, "-m", "oasr.cli.app", "transcribe", *args],
-                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "parent.stderr"
+    with log.open("w") as stderr:
+        parent = subprocess.Popen([sys.executable, "-m", "oasr.cli.app", "transcribe", *args],
+                                  cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=stderr, text=True)
     try:
         deadline = time.monotonic() + 240
         while not (parts.is_dir() and any(parts.glob("part-*.parquet"))):
-            assert parent.poll() is None, parent.stderr.read()[-2000:]
+            assert parent.poll() is None, log.read_text()[-2000:]
             assert time.monotonic() < deadline, "shard 1 wrote no part"
             time.sleep(0.01)
         worker = [p for p, cmd in _children(parent.pid).items() if "--shard 1/2" in cmd]
         assert len(worker) == 1, _children(parent.pid)
         os.kill(worker[0], signal.SIGKILL)
-        _, err = parent.communicate(timeout=300)
+        parent.wait(timeout=300)
     finally:
         if parent.poll() is None:
             parent.kill()
-            parent.communicate()
+            parent.wait()
+    err = log.read_text()
     assert parent.returncode == 1, err[-2000:]
     assert f"shard 1/2 on cpu: FAILED (exit {-signal.SIGKILL})" in " ".join(err.split())
     manifest_of_parts = json.loads(Path(f"{out}.shards.json").read_text())
