@@ -55,7 +55,7 @@ TOLERANCES = (0.2, 0.3)
 
 
 def ours(flac: Path, end: float, device: str, dtype: str, options: dict,
-         condition: bool = False) -> tuple[list[dict], str, float, list[float]]:
+         condition: bool | None = None) -> tuple[list[dict], str, float, list[float]]:
     import pyarrow.parquet as pq
 
     from oasr.engine.config import EngineConfig
@@ -169,8 +169,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--raw-dtw", action="store_true", help="also run ours with pause_snap_db=0")
     ap.add_argument("--arms", default="oasr,transformers",
-                    help="comma-separated: oasr, oasr_raw_dtw, oasr_conditioned (each window "
-                         "prompted with the previous ones' tokens), transformers")
+                    help="comma-separated: oasr (the default: each window prompted with the "
+                         "previous ones' tokens), oasr_raw_dtw, oasr_unconditioned, transformers")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     longform = args.data / "longform" if args.data else LONGFORM
@@ -189,8 +189,8 @@ def main() -> None:
     arms = [("oasr", lambda: ours(flac, end, args.device, dtype, {})),
             ("oasr_raw_dtw",
              lambda: ours(flac, end, args.device, dtype, {"pause_snap_db": 0.0})),
-            ("oasr_conditioned",
-             lambda: ours(flac, end, args.device, dtype, {}, condition=True)),
+            ("oasr_unconditioned",
+             lambda: ours(flac, end, args.device, dtype, {}, condition=False)),
             ("transformers", lambda: transformers_pipeline(audio, args.device, dtype))]
     command = ("python benchmarks/word_timings_longform.py"
                + (f" --seconds {args.seconds:g}" if args.seconds else "")

@@ -134,11 +134,14 @@ class Model:
     def transcribe(self, audio: AudioInput, *, language: str | None = None,
                    task: str | None = None, prompt: str | None = None,
                    word_timestamps: bool | None = None, sample_rate: int | None = None,
-                   temperature: float | Sequence[float] = 0.0, seed: int = 0) -> Transcript:
+                   temperature: float | Sequence[float] = 0.0, seed: int = 0,
+                   condition_on_previous_text: bool | None = None) -> Transcript:
         """Transcribe one recording: a path, the encoded file's bytes, or an array of samples
         (mono ``(n,)`` or ``(n, channels)``, with ``sample_rate``). ``temperature``: one
         sampling temperature, or Whisper's fallback schedule (faster-whisper's is
         ``oasr.transcribe.fallback.FASTER_WHISPER_TEMPERATURES``), seeded by ``seed``.
+        ``condition_on_previous_text``: prompt each window of a long recording with the text
+        before it (None: on for a model that takes prompts, i.e. Whisper).
 
         Raises:
             TranscriptionError: the recording could not be read or decoded.
@@ -148,7 +151,8 @@ class Model:
         result = next(self.transcribe_batch([audio], language=language, task=task,
                                             prompt=prompt, word_timestamps=word_timestamps,
                                             sample_rate=sample_rate, temperature=temperature,
-                                            seed=seed))
+                                            seed=seed,
+                                            condition_on_previous_text=condition_on_previous_text))
         if result.error:
             raise TranscriptionError(result.error)
         return result
@@ -156,8 +160,9 @@ class Model:
     def transcribe_batch(self, audios: Iterable[AudioInput], *, language: str | None = None,
                          task: str | None = None, prompt: str | None = None,
                          word_timestamps: bool | None = None, sample_rate: int | None = None,
-                         temperature: float | Sequence[float] = 0.0,
-                         seed: int = 0) -> Iterator[Transcript]:
+                         temperature: float | Sequence[float] = 0.0, seed: int = 0,
+                         condition_on_previous_text: bool | None = None
+                         ) -> Iterator[Transcript]:
         """Transcribe many recordings together, yielding each as it finishes (not in input
         order: ``Transcript.index`` is its position in ``audios``). A recording that cannot be
         read yields a Transcript with ``error`` set; the others go on."""
@@ -188,7 +193,8 @@ class Model:
         check = self._check if not language else None
         options = TranscribeOptions(inputs=[], language=language, task=task,
                                     word_timestamps=words, row_check=check,
-                                    fallback=fallback)
+                                    fallback=fallback,
+                                    condition_on_previous_text=condition_on_previous_text)
         if self.segmenter is not None:
             from oasr.transcribe.vad_segments import VadTranscriber
 

@@ -50,7 +50,9 @@ def test_long_recording_is_decoded_window_after_window(model, tmp_path):
     path = _long_recording(tmp_path)
     duration = sf.info(path).duration
     assert duration > 6.0  # longer than the model's window: the API must not refuse it
-    result = model.transcribe(path)
+    # Unconditioned: prompted with the first window's token, the random tiny model ends the
+    # later windows at once (no segment to count).
+    result = model.transcribe(path, condition_on_previous_text=False)
     assert len(result.segments) > 1
     assert result.segments[-1].end <= duration + 1e-6
     starts = [s.start for s in result.segments]

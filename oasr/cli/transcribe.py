@@ -91,12 +91,12 @@ def transcribe_command(
         None, "--initial-prompt",
         help="Text before the first window of every row (names, spelling, style), Whisper's "
              "<|startofprev|> prompt; a manifest's `prompt` column wins per row."),
-    condition_on_previous_text: bool = typer.Option(
-        False, "--condition-on-previous-text/--no-condition-on-previous-text",
+    condition_on_previous_text: bool | None = typer.Option(
+        None, "--condition-on-previous-text/--no-condition-on-previous-text",
         help="Long recordings: prompt each window with the tokens settled before it (reset "
-             "after a window kept above temperature 0.5). Off by default: tiny.en gained 0.5 "
-             "WER points with it on the shared 9.5-min recording, within the seam noise, and "
-             "without a --temperature schedule nothing resets a loop (docs/decoding.md)."),
+             "after a window kept above temperature 0.5 or one that repeats itself). Default: "
+             "on for Whisper (0.5-0.6 WER points better on the shared 9.5-min recording, "
+             "docs/decoding.md), off for models that take no prompt."),
     seed: int = typer.Option(0, help="Seed of sampled decodes (temperature > 0): reruns match."),
     threads: int | None = typer.Option(
         None, "--threads", help="CPU threads for torch (torch.set_num_threads)."),
@@ -335,7 +335,12 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
     from oasr.io import ManifestError, OutputError, open_writer
     from oasr.io.stdout_writer import StdoutWriter
     from oasr.transcribe.language_check import build_language_check
-    from oasr.transcribe.runner import TranscribeOptions, Transcriber, transcribe
+    from oasr.transcribe.runner import (
+        TranscribeOptions,
+        Transcriber,
+        resolve_conditioning,
+        transcribe,
+    )
     from oasr.transcribe.signals import Terminated, terminate_as_interrupt
 
     out_path, language, task, fallback = plan.out_path, flags.language, flags.task, flags.fallback
@@ -373,6 +378,7 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
                                                          word_timestamps=word_timestamps))
         if flags.initial_prompt is not None:
             engine.strategy.validate_options(DecodingOptions(prompt=flags.initial_prompt))
+        condition = resolve_conditioning(engine, flags.condition_on_previous_text)
         if max(fallback.temperatures) > 0:
             engine.strategy.validate_options(DecodingOptions(
                 temperature=max(fallback.temperatures), seed=flags.seed))
@@ -383,7 +389,7 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
                                 limit=flags.limit, language=language, task=task,
                                 word_timestamps=word_timestamps, row_check=check,
                                 fallback=fallback, initial_prompt=flags.initial_prompt,
-                                condition_on_previous_text=flags.condition_on_previous_text)
+                                condition_on_previous_text=condition)
     transcriber = (VadTranscriber(engine, options, segmenter) if segmenter is not None
                    else Transcriber(engine, options))
     metadata = run_metadata(engine, options, transcriber.window_s)
@@ -449,6 +455,8 @@ def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
     family's full options with defaults filled in, not the raw ``-d`` strings)."""
     import dataclasses
 
+    from oasr.transcribe.runner import resolve_conditioning
+
     loaded = engine.loaded
     family = engine.strategy.options
     resolved = (dataclasses.asdict(family) if dataclasses.is_dataclass(family)
@@ -463,7 +471,8 @@ def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
         "task": options.task or "",
         "word_timestamps": str(bool(options.word_timestamps)).lower(),
         "initial_prompt": options.initial_prompt or "",
-        "condition_on_previous_text": str(bool(options.condition_on_previous_text)).lower(),
+        "condition_on_previous_text": str(bool(resolve_conditioning(
+            engine, options.condition_on_previous_text))).lower(),
         "window_s": f"{window_s:g}",
     }
 

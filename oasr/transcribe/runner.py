@@ -76,9 +76,11 @@ class TranscribeOptions:
     # Whisper's prompt: the text before the first window of every row without a ``prompt``
     # column (a row's column wins). With ``condition_on_previous_text`` each later window of a
     # long recording is prompted with the tokens settled since the last reset (a window kept at
-    # a temperature above ``prompt_reset_on_temperature`` resets it, as in faster-whisper).
+    # a temperature above ``prompt_reset_on_temperature`` resets it, as in faster-whisper, and
+    # so does a kept window that repeats itself. None: on for a model that takes a prompt
+    # (Whisper), off for the others; True on a model without prompts raises.
     initial_prompt: str | None = None
-    condition_on_previous_text: bool = False
+    condition_on_previous_text: bool | None = None
     prompt_reset_on_temperature: float = 0.5
     # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
     # core but one (at most 8); 0: decode on the transcriber's thread.
@@ -221,6 +223,7 @@ class Transcriber:
         # recording from its last closed segment; the others (CTC, beam search) take
         # consecutive windows cut at a quiet frame.
         self.resumes = resumes_from_timestamps(engine)
+        self.condition = resolve_conditioning(engine, options.condition_on_previous_text)
         self.active: dict[str, _RowState] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
         # Rows leave in input order: ids in the order they started, and finished rows that
@@ -259,7 +262,7 @@ class Transcriber:
         initial = row.prompt if row.prompt is not None else self.options.initial_prompt
         if initial and initial.strip():
             state.prompt_text = initial
-        if self.options.condition_on_previous_text:
+        if self.condition:
             state.prompt_ids = (self._encode(" " + initial.strip()) if state.prompt_text
                                 else [])
             state.prompt_text = None
@@ -267,11 +270,7 @@ class Transcriber:
         self._next_window(state, 0)
 
     def _encode(self, text: str) -> list[int]:
-        tokenizer = self.engine.tokenizer
-        if tokenizer is None or not hasattr(tokenizer, "encode"):
-            raise ValueError("condition_on_previous_text needs the model's tokenizer to encode "
-                             "the initial prompt")
-        return list(tokenizer.encode(text))
+        return list(self.engine.tokenizer.encode(text))
 
     def _open_chunks(self, row: ManifestRow) -> Iterator[np.ndarray]:
         return iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
@@ -364,7 +363,10 @@ class Transcriber:
         state.outs.append(out)
         state.prompt_text = None  # the initial prompt served the first window kept
         if state.prompt_ids is not None:
-            if temperature <= self.options.prompt_reset_on_temperature:
+            # A loop carried forward in the prompt tends to repeat: neither a window kept
+            # hot nor one that repeats itself prompts the next.
+            if (temperature <= self.options.prompt_reset_on_temperature
+                    and out.finish_reason != "repetition"):
                 kept = (out.settled_token_ids if out.settled_token_ids is not None
                         else out.token_ids)
                 state.prompt_ids = (state.prompt_ids + list(kept))[-CONTEXT_TOKENS:]
@@ -489,6 +491,29 @@ def resumes_from_timestamps(engine: ASREngine) -> bool:
     except ValueError:
         return False
     return True
+
+
+def takes_prompts(engine: ASREngine) -> bool:
+    """Whether the engine's decode family, as configured, admits a text prompt (Whisper's
+    ``<|startofprev|>``) and has the tokenizer to encode one."""
+    if not hasattr(engine.tokenizer, "encode"):
+        return False
+    try:
+        engine.strategy.validate_options(DecodingOptions(prompt="a"))
+    except ValueError:
+        return False
+    return True
+
+
+def resolve_conditioning(engine: ASREngine, asked: bool | None) -> bool:
+    """``condition_on_previous_text`` as a run applies it: None is on where the model takes
+    prompts; True on a model that takes none raises."""
+    if asked is None:
+        return takes_prompts(engine)
+    if asked and not takes_prompts(engine):
+        raise ValueError("condition_on_previous_text: this model's decode family takes no "
+                         "prompt (Whisper's does); drop --condition-on-previous-text")
+    return asked
 
 
 def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWriter,

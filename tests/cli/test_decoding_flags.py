@@ -109,10 +109,20 @@ def test_initial_prompt_and_conditioning_reach_the_engine(bundle, tmp_path, monk
     tok = build_tokenizer(TOKENIZER_SPEC, tokenizer_folder())
     assert prompts == [list(tok.encode(" Mr. Thornton"))]
     prompts.clear()
+    # On by default for Whisper: the same ids without the flag.
+    default = run(bundle, clip(SHORT[0]), "-o", tmp_path / "d.parquet", "--initial-prompt",
+                  "Mr. Thornton")
+    assert default.exit_code == 0, default.output
+    assert prompts == [list(tok.encode(" Mr. Thornton"))]
+    assert pq.read_schema(tmp_path / "d.parquet").metadata[
+        b"condition_on_previous_text"] == b"true"
+    prompts.clear()
     plain = run(bundle, clip(SHORT[0]), "-o", tmp_path / "p.parquet", "--initial-prompt",
-                "Mr. Thornton")
+                "Mr. Thornton", "--no-condition-on-previous-text")
     assert plain.exit_code == 0, plain.output
     assert prompts == ["Mr. Thornton"]
+    assert pq.read_schema(tmp_path / "p.parquet").metadata[
+        b"condition_on_previous_text"] == b"false"
     meta = pq.read_schema(out).metadata
     assert meta[b"initial_prompt"] == b"Mr. Thornton"
     assert meta[b"condition_on_previous_text"] == b"true"

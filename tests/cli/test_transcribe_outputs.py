@@ -81,7 +81,8 @@ def test_parquet_times_are_rounded_to_milliseconds(bundle, tmp_path):
     long = tmp_path / "long.wav"
     sf.write(long, np.concatenate(pieces), 16000)
     out = tmp_path / "o.parquet"
-    assert run(bundle, long, "-o", out).exit_code == 0
+    # Unconditioned, so the random tiny model writes a segment in every window.
+    assert run(bundle, long, "-o", out, "--no-condition-on-previous-text").exit_code == 0
     segments = pq.read_table(out).column("segments").to_pylist()[0]
     assert len(segments) > 1
     assert all(s["start"] == round(s["start"], 3) and s["end"] == round(s["end"], 3)

@@ -72,3 +72,10 @@ def test_convert_then_transcribe_ctc_greedy_and_beam(icefall_dir, tmp_path):
         rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
         assert [r["id"] for r in sorted(rows, key=lambda r: r["id"])] == ["0", "1"]
         assert all(r["error"] is None and isinstance(r["text"], str) for r in rows), rows
+    # Previous-text conditioning is Whisper's: off by default here, refused when asked for.
+    result = runner.invoke(app, ["transcribe", str(manifest), "-o", str(tmp_path / "c.jsonl"),
+                                 "--model", str(bundle), "--no-progress",
+                                 "--condition-on-previous-text"])
+    assert result.exit_code == 2, result.output
+    assert "takes no prompt" in " ".join(result.output.split())
+    assert not (tmp_path / "c.jsonl").exists()

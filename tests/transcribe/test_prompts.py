@@ -61,9 +61,38 @@ def test_each_window_is_prompted_with_the_tokens_settled_before_it(tmp_path):
     assert any(t >= tok.timestamp_begin for t in context)
 
 
+def test_whisper_conditions_by_default(tmp_path):
+    _, seen, kept, tok = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter")
+    context = list(tok.encode(" Quilter"))
+    assert len(seen) >= 3 and [p for _, _, p in seen][:1] == [context]
+    for request_id, _, prompt in seen:
+        assert prompt == context, request_id
+        context = context + kept[request_id]
+
+
 def test_without_conditioning_only_the_first_window_is_prompted(tmp_path):
-    _, seen, _, _ = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter")
+    _, seen, _, _ = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter",
+                         condition_on_previous_text=False)
     assert [p for _, _, p in seen] == ["Quilter"] + [None] * (len(seen) - 1)
+
+
+def test_a_window_that_repeats_itself_resets_the_prompt(tmp_path, monkeypatch):
+    import oasr.transcribe.runner as runner
+
+    calls = []
+
+    def first_window_repeats(token_ids, finish_reason):
+        calls.append(len(calls))
+        return len(calls) == 1
+
+    monkeypatch.setattr(runner, "is_repetition", first_window_repeats)
+    _, seen, kept, tok = _run([ManifestRow("L", _long(tmp_path))], initial_prompt="Quilter")
+    first = list(tok.encode(" Quilter"))
+    assert len(seen) >= 3 and seen[0][2] == first
+    # The repeating first window is not carried: the second starts from an empty prompt
+    # (None), the third from the second's tokens.
+    assert seen[1][2] is None
+    assert seen[2][2] == kept[seen[1][0]]
 
 
 def test_a_window_kept_above_temperature_half_resets_the_prompt(tmp_path):
@@ -81,6 +110,7 @@ def test_a_window_kept_above_temperature_half_resets_the_prompt(tmp_path):
 def test_a_prompt_column_wins_over_the_initial_prompt(tmp_path):
     rows = [ManifestRow("a", str(clip(CLIPS[0])), prompt="Mr. Thornton"),
             ManifestRow("b", str(clip(CLIPS[1])))]
-    outs, seen, _, _ = _run(rows, initial_prompt="Helstone")
-    assert {r.split("\x1f")[0]: p for r, _, p in seen} == {"a": "Mr. Thornton", "b": "Helstone"}
+    outs, seen, _, tok = _run(rows, initial_prompt="Helstone")
+    assert {r.split("\x1f")[0]: p for r, _, p in seen} == {
+        "a": list(tok.encode(" Mr. Thornton")), "b": list(tok.encode(" Helstone"))}
     assert all(o.error is None and o.text for o in outs)
