@@ -172,9 +172,11 @@ def test_slot_runtime_matches_icefall_streaming_decode(up, seed):
     for s, (ref_outs, ref_tokens) in enumerate(want):
         assert len(got[s]) == len(ref_outs), s
         for k, (a, b) in enumerate(zip(got[s], ref_outs)):
-            # atol 5e-4 on outputs of magnitude ~5: the tail chunks read log(1e-10) = -23
-            # inputs, which scale fp32 rounding (the real-audio chunks agree to 1e-4).
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=5e-4,
+            # atol 2e-3 on outputs of magnitude ~5: the tail chunks read log(1e-10) = -23
+            # inputs, which scale fp32 rounding, and cohorts of other widths take other GEMM
+            # blockings (seen: 8.4e-4 on one chunk, run alone on 2 cores; the real-audio chunks
+            # agree to 1e-4). The tokens below are compared exactly.
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-3,
                                        msg=f"stream {s} chunk {k}")
         assert searches[s].best().tokens == offline[s], s
         assert as_icefall[s].best().tokens == ref_tokens, s
