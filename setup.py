@@ -60,7 +60,7 @@ setup(
         Pybind11Extension(
             "oasr._C",
             OASR_SOURCES,
-            include_dirs=["csrc"],
+            include_dirs=["csrc", "oasr/csrc/kernels"],  # kernels shared with the host (*.cuh)
             cxx_std=17,
             extra_compile_args=["-O3"],
         )

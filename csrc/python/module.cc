@@ -5,6 +5,7 @@ namespace py = pybind11;
 
 void bind_alignment(py::module_& m);
 void bind_ctc(py::module_& m);
+void bind_transducer(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "OASR's native CPU code (csrc/).";
@@ -12,4 +13,6 @@ PYBIND11_MODULE(_C, m) {
   bind_alignment(alignment);
   auto ctc = m.def_submodule("ctc");
   bind_ctc(ctc);
+  auto transducer = m.def_submodule("transducer");
+  bind_transducer(transducer);
 }

@@ -124,6 +124,16 @@ RNN_CUDA = register_library(BuildSpec(
                                       "i32, i32, ptr"),
     },
 ))
+TRANSDUCER_CUDA = register_library(BuildSpec(
+    name="transducer_cuda",
+    sources=("transducer/transducer_cuda.cu",),
+    signatures={
+        "oasr_transducer_greedy_smem": _codes("i32, i32, i32, ptr, ptr"),
+        "oasr_transducer_greedy_decode": _codes(
+            "ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i32, i32, i32, i32, i32, i32, i32, i32, "
+            "i32, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, i32, ptr"),
+    },
+))
 DTW_CUDA = register_library(BuildSpec(
     name="dtw_cuda",
     sources=("alignment/dtw_cuda.cu",),

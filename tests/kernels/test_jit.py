@@ -44,3 +44,18 @@ def test_a_prebuilt_library_loads_without_nvcc_and_is_checked(tmp_path, monkeypa
         assert jit.library_state("ctc_cuda").startswith("not buildable here (gap cuda-toolchain)")
     finally:
         build.toolchain_available.cache_clear()
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
+def test_the_transducer_library_compiles_and_exports_its_declared_table(tmp_path):
+    # Compiles for sm_90 and loads (the table is plain C: no device needed); the launch itself
+    # is tested on a GPU (tests/engine/decode/test_transducer_fused.py -m gpu).
+    import ctypes
+
+    lib_path = tmp_path / "libtransducer_cuda.so"
+    jit.build(build.TRANSDUCER_CUDA, "sm_90", out=lib_path)
+    try:
+        lib = ctypes.CDLL(str(lib_path))
+    except OSError as exc:  # no CUDA runtime library to link against at load time
+        pytest.skip(f"cannot load a CUDA library here: {exc}")
+    jit._bind(lib, build.TRANSDUCER_CUDA)

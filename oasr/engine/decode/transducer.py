@@ -25,6 +25,7 @@ from oasr.engine.decode.alignment import emission_spans, fill_word_timings
 from oasr.engine.decode.ctc import mean_posterior
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
+from oasr.engine.decode.transducer_fused import FusedGreedy
 from oasr.engine.decode.transducer_graph import DeviceGreedy
 from oasr.engine.decode.transducer_search import (
     TransducerHypothesis,
@@ -32,6 +33,7 @@ from oasr.engine.decode.transducer_search import (
     modified_beam_search,
 )
 from oasr.engine.request import Request, RequestOutput
+from oasr.ops.counting import count
 
 __all__ = ["TransducerDecodeStrategy", "TransducerOptions"]
 
@@ -46,6 +48,10 @@ class TransducerOptions:
                                "nbest_texts. A request's n_best overrides it.")
     cuda_graphs: bool = option(True, doc="Greedy on CUDA: replay the frame loop from CUDA "
                                          "graphs (false: the same device loop, eager).")
+    fused: bool = option(False, doc="Greedy with a stateless predictor and an additive joiner: "
+                                    "the whole search in one call (greedy_decode.cuh; on CUDA "
+                                    "one launch per batch). Off by default: slower than the "
+                                    "batched loop on CPU past 4 rows, not yet run on a GPU.")
 
     def validate(self) -> None:
         if self.beam_size < 1:
@@ -73,6 +79,12 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         self.unk_id = getattr(model.config, "unk_id", None)
         self._device_greedy = DeviceGreedy(self.predictor, self.joiner, self.unk_id,
                                            graphs=self.options.cuda_graphs)
+        self._fused = FusedGreedy(self.predictor, self.joiner, self.unk_id)
+        if self.options.fused and not self._fused.declared:
+            raise ValueError(
+                f"fused=true needs a stateless predictor and an additive joiner; "
+                f"{type(self.predictor).__name__} / {type(self.joiner).__name__} declare no "
+                "tensors for it: leave fused unset")
         if self.options.beam_size > 1 and self.predictor.label_window is None:
             raise ValueError(
                 f"{type(self.predictor).__name__} is recurrent (no label window); modified "
@@ -102,6 +114,10 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         if lens is None:
             lens = torch.full((hidden.shape[0],), hidden.shape[1], dtype=torch.int64)
         opt = self.options
+        if opt.beam_size == 1 and self._use_fused(hidden):
+            hyps = self._fused.search(hidden, lens, opt.max_sym_per_frame)
+            if hyps is not None:  # None: a row overflowed the kernel's buffer; the loop serves
+                return [[h] for h in hyps]
         if opt.beam_size == 1 and hidden.is_cuda:  # no host round trip per frame
             hyps = self._device_greedy.search(hidden, lens, opt.max_sym_per_frame)
             return [[h] for h in hyps]
@@ -111,6 +127,16 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
             return [[h] for h in hyps]
         return modified_beam_search(self.predictor, self.joiner, hidden, lens,
                                     beam=opt.beam_size, n_best=nbest, unk_id=self.unk_id)
+
+    def _use_fused(self, hidden: torch.Tensor) -> bool:
+        if not self.options.fused:
+            return False
+        if self._fused.supports(hidden):
+            return True
+        # Asked for on CUDA without a kernel to run (no toolchain; or, counted the same, a
+        # model whose scratch does not fit the block's shared memory): the graphed loop serves.
+        count(("gap", "cuda-toolchain"))
+        return False
 
     def text(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids)).strip() if self.tokenizer is not None else ""

@@ -106,6 +106,9 @@ class AdditiveJoiner(Joiner):
         return self.output_linear(self.tanh(enc + dec))
 
     def additive_tensors(self) -> dict[str, Any] | None:
-        return {"encoder_proj": self.encoder_proj.weight, "decoder_proj": self.decoder_proj.weight,
+        return {"encoder_proj": self.encoder_proj.weight,
+                "encoder_proj_bias": self.encoder_proj.bias,
+                "decoder_proj": self.decoder_proj.weight,
+                "decoder_proj_bias": self.decoder_proj.bias,
                 "output_weight": self.output_linear.weight,
                 "output_bias": self.output_linear.bias, "activation": "tanh"}

@@ -68,11 +68,14 @@ def test_ctc_and_transducer_hypotheses_match_icefall(up, seed):
     got_ctc = [o.token_ids for o in ctc.decode_offline(lp, lp_lens, requests(3))]
     greedy = build_decode_strategy("transducer", ours)
     got_greedy = [o.token_ids for o in greedy.decode_offline(hidden, hidden_lens, requests(3))]
+    fused = build_decode_strategy("transducer", ours, {"fused": True})
+    got_fused = [o.token_ids for o in fused.decode_offline(hidden, hidden_lens, requests(3))]
     beam = build_decode_strategy("transducer", ours, {"beam_size": 4})
     got_beam = [o.token_ids for o in beam.decode_offline(hidden, hidden_lens, requests(3))]
     assert sum(map(len, want_greedy)) > 0 and sum(map(len, want_ctc)) > 0
     assert got_ctc == want_ctc
     assert got_greedy == want_greedy
+    assert got_fused == want_greedy  # greedy_decode.cuh on the host executor
     assert got_beam == want_beam
 
 

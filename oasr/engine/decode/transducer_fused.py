@@ -1,0 +1,141 @@
+"""The transducer greedy search in one call, when the model declares the tensors it reads.
+
+``TransducerPredictor.stateless_tensors()`` (a label-window embedding and grouped conv) and
+``Joiner.additive_tensors()`` (``out(act(enc_proj + dec_proj))``, tanh or ReLU) let
+``oasr/csrc/kernels/transducer/greedy_decode.cuh`` run the whole frame-synchronous search:
+on the host through ``oasr._C.transducer`` (fp32, rows over threads), on CUDA as one launch
+(``oasr.kernels.transducer_cuda``, one CTA per row). Either returning ``None`` (an LSTM
+predictor, a non-additive joint) leaves the loop (``transducer_search.greedy_search``), which
+is also the oracle. The encoder half of the joint is one GEMM before the call.
+
+A batch whose labels overflow the output buffer (``2 * frames + 32`` a row, or
+``max_sym_per_frame * frames`` if smaller) returns ``None``: the caller re-decodes it with the
+loop rather than truncating.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from oasr.engine.decode.transducer_search import TransducerHypothesis
+from oasr.ops.counting import count
+
+__all__ = ["FusedGreedy", "FusedTensors", "fused_tensors"]
+
+
+@dataclass(frozen=True)
+class FusedTensors:
+    embedding: torch.Tensor  # (V, D)
+    conv: torch.Tensor | None  # (D, D / groups, C), None for a window of one label
+    dec_w: torch.Tensor  # (J, D)
+    dec_b: torch.Tensor | None
+    out_w: torch.Tensor  # (V, J)
+    out_b: torch.Tensor | None
+    groups: int
+    relu: bool
+    blank: int
+
+    def cast(self, dtype: torch.dtype, device: torch.device) -> FusedTensors:
+        def to(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.detach().to(device=device, dtype=dtype).contiguous()
+
+        return FusedTensors(to(self.embedding), to(self.conv), to(self.dec_w), to(self.dec_b),
+                            to(self.out_w), to(self.out_b), self.groups, self.relu, self.blank)
+
+
+def fused_tensors(predictor: Any, joiner: Any) -> FusedTensors | None:
+    """The declared tensors of a stateless predictor and an additive joiner, or ``None``."""
+    pred = predictor.stateless_tensors()
+    joint = joiner.additive_tensors()
+    if pred is None or joint is None or joint.get("activation") not in ("tanh", "relu"):
+        return None
+    emb, conv = pred["embedding"], pred.get("conv")
+    window = 1 if conv is None else conv.shape[2]
+    if conv is not None and (conv.shape[0] != emb.shape[1] or emb.shape[1] % conv.shape[1]):
+        return None
+    if not 1 <= window <= 8:  # greedy_decode.cuh's kMaxContext
+        return None
+    groups = 1 if conv is None else emb.shape[1] // conv.shape[1]
+    return FusedTensors(emb, conv, joint["decoder_proj"], joint.get("decoder_proj_bias"),
+                        joint["output_weight"], joint.get("output_bias"), groups,
+                        joint["activation"] == "relu", int(predictor.blank_id))
+
+
+class FusedGreedy:
+    """``search(hidden, lengths, max_sym)`` -> hypotheses, or ``None`` on an overflow."""
+
+    def __init__(self, predictor: Any, joiner: Any, unk_id: int | None,
+                 num_threads: int | None = None) -> None:
+        self.joiner = joiner
+        self.tensors = fused_tensors(predictor, joiner)
+        self.unk = None if self.tensors is None else (
+            self.tensors.blank if unk_id is None else int(unk_id))
+        self.num_threads = num_threads or torch.get_num_threads()
+        self._cast: dict[tuple[torch.dtype, torch.device], FusedTensors] = {}
+
+    @property
+    def declared(self) -> bool:
+        return self.tensors is not None
+
+    def supports(self, hidden: torch.Tensor) -> bool:
+        """Whether this call can take the fused path: declared tensors, and on CUDA a built
+        kernel whose scratch fits the device's shared memory."""
+        if self.tensors is None:
+            return False
+        if not hidden.is_cuda:
+            return True
+        from oasr.kernels import transducer_cuda
+        from oasr.ops.build import KernelBuildError
+
+        if hidden.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            return False
+        t = self.tensors
+        try:
+            return transducer_cuda.smem_fits(t.out_w.shape[1], t.embedding.shape[1],
+                                             t.out_w.shape[0], hidden.device.index or 0)
+        except KernelBuildError:  # no toolchain and no prebuilt library: the loop serves
+            return False
+
+    def _weights(self, dtype: torch.dtype, device: torch.device) -> FusedTensors:
+        key = (dtype, device)
+        if key not in self._cast:  # weights are fixed at inference: cast once per placement
+            self._cast[key] = self.tensors.cast(dtype, device)
+        return self._cast[key]
+
+    @torch.inference_mode()
+    def search(self, hidden: torch.Tensor, lengths: torch.Tensor, max_sym: int
+               ) -> list[TransducerHypothesis] | None:
+        if self.tensors is None:
+            raise ValueError("the model declares no stateless predictor / additive joiner "
+                             "tensors; greedy runs the loop")
+        if max_sym < 1:
+            raise ValueError(f"max_sym_per_frame must be >= 1, got {max_sym}")
+        B, T, _ = hidden.shape
+        cap = min(2 * T, max_sym * T) + 32
+        enc = self.joiner.project_encoder(hidden)
+        if hidden.is_cuda:
+            from oasr.kernels import transducer_cuda
+
+            w = self._weights(enc.dtype, enc.device)
+            count(("kernel", "transducer_greedy_decode"))
+            out = transducer_cuda.greedy_decode(
+                enc, lengths, w.embedding, w.conv, w.dec_w, w.dec_b, w.out_w, w.out_b,
+                w.groups, w.blank, self.unk, max_sym, w.relu, cap)
+            tokens, frames, probs, counts, scores = (t.cpu().numpy() for t in out)
+        else:
+            from oasr import _C
+
+            w = self._weights(torch.float32, torch.device("cpu"))
+            np_ = [None if t is None else t.numpy() for t in (
+                w.embedding, w.conv, w.dec_w, w.dec_b, w.out_w, w.out_b)]
+            tokens, frames, probs, counts, scores = _C.transducer.greedy_decode(
+                enc.float().contiguous().numpy(), lengths.to(torch.int64).cpu().numpy(),
+                *np_, w.groups, w.blank, self.unk, max_sym, w.relu, cap, self.num_threads)
+        if (counts > cap).any():
+            return None
+        return [TransducerHypothesis(tokens[b, :n].tolist(), frames[b, :n].tolist(),
+                                     float(scores[b]), probs[b, :n].tolist())
+                for b, n in enumerate(counts.tolist())]
