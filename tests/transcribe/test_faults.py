@@ -199,7 +199,9 @@ def test_kill_9_before_any_part_then_resume(bundle, clips, tmp_path):
 def test_kill_9_after_a_part_then_resume(bundle, clips, tmp_path):
     manifest, files = own_files(tmp_path, clips, 160)
     out = tmp_path / "out.parquet"
-    proc = spawn(bundle, manifest, out, tmp_path)
+    # Batches of 4: rows reach the writer a few at a time, so the run outlives its first
+    # part by more than the poll (one batch of everything can land every part at once).
+    proc = spawn(bundle, manifest, out, tmp_path, "-b", "4")
     try:
         wait_for(proc, lambda: bool(part_ids(out)), "part file")
         proc.send_signal(signal.SIGKILL)
@@ -235,7 +237,7 @@ def test_a_kill_during_the_final_merge_leaves_a_temp_file_the_rerun_removes(bund
 def test_sigterm_keeps_finished_rows_then_resume(bundle, clips, tmp_path, when):
     manifest, files = own_files(tmp_path, clips, 160)
     out = tmp_path / "out.parquet"
-    proc = spawn(bundle, manifest, out, tmp_path)
+    proc = spawn(bundle, manifest, out, tmp_path, "-b", "4")  # as in the kill -9 test
     try:
         if when == "after a part":
             wait_for(proc, lambda: bool(part_ids(out)), "part file")
