@@ -455,8 +455,6 @@ def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
     family's full options with defaults filled in, not the raw ``-d`` strings)."""
     import dataclasses
 
-    from oasr.transcribe.runner import resolve_conditioning
-
     loaded = engine.loaded
     family = engine.strategy.options
     resolved = (dataclasses.asdict(family) if dataclasses.is_dataclass(family)
@@ -471,8 +469,8 @@ def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
         "task": options.task or "",
         "word_timestamps": str(bool(options.word_timestamps)).lower(),
         "initial_prompt": options.initial_prompt or "",
-        "condition_on_previous_text": str(bool(resolve_conditioning(
-            engine, options.condition_on_previous_text))).lower(),
+        # resolved by the caller (runner.resolve_conditioning), not None
+        "condition_on_previous_text": str(bool(options.condition_on_previous_text)).lower(),
         "window_s": f"{window_s:g}",
     }
 
