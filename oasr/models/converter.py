@@ -20,6 +20,7 @@ import torch
 
 from oasr.dtypes import dtype_from_name
 from oasr.features.spec import FeatureConfig
+from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = [
@@ -160,7 +161,7 @@ def load_hf_weights(folder: str | Path) -> dict[str, torch.Tensor]:
         return load_file(str(single))
     pickled = folder / "pytorch_model.bin"
     if pickled.is_file():
-        state = torch.load(pickled, map_location="cpu", weights_only=True)
+        state = load_torch_checkpoint(pickled)
         if not isinstance(state, dict):
             raise ValueError(f"{pickled} does not hold a state dict")
         return dict(state)

@@ -31,6 +31,7 @@ from oasr.features.kaldi import fbank
 from oasr.features.lfr import apply_lfr_batch
 from oasr.features.spec import FeatureConfig
 from oasr.layers import DepthwiseConv1d, Linear, Relu
+from oasr.models.safe_load import load_torch_checkpoint
 from oasr.vad.spec import SpeechDetector, SpeechProbs, VadSpec
 
 FILES = ("model.pt", "config.yaml", "am.mvn")
@@ -137,7 +138,7 @@ class FsmnVad(SpeechDetector):
         self.sil_pdf_ids = [int(i) for i in model_conf.get("sil_pdf_ids", [0])]
         self.default_threshold = (1.0 + float(model_conf.get("speech_noise_thres", 0.6))) / 2
         self.net = FsmnNet(**config["encoder_conf"])
-        sd = torch.load(self.weights / "model.pt", map_location="cpu", weights_only=True)
+        sd = load_torch_checkpoint(self.weights / "model.pt")
         self.net.load_state_dict(FsmnNet.convert_state_dict(sd), strict=True)
         self.net.to(self.device).eval()
         shift, scale = load_am_mvn(self.weights / "am.mvn")

@@ -32,6 +32,7 @@ from oasr.models.converter import (
     CorruptCheckpointFileError,
     MappedWeights,
 )
+from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 from oasr.tokenizers.symbol_table import read_symbol_table
 
@@ -280,7 +281,7 @@ class WenetConformerConverter(BaseCheckpointConverter):
     def map_weights(self, path: Path, config: ConformerConfig) -> MappedWeights:
         path = Path(path)
         ckpt = self.checkpoint_path(path)
-        raw = torch.load(ckpt, map_location="cpu", weights_only=True)
+        raw = load_torch_checkpoint(ckpt)
         if not isinstance(raw, dict) or not all(isinstance(v, torch.Tensor) for v in raw.values()):
             raise ValueError(f"{ckpt} does not hold a state dict of tensors")
         out = MappedWeights()

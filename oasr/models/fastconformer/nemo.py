@@ -10,13 +10,10 @@ implement (another subsampling, attention, or a causal conv) are refused by name
 
 from __future__ import annotations
 
-import io
 import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from oasr.features.spec import FeatureConfig
 from oasr.models.converter import BaseCheckpointConverter, CorruptCheckpointFileError, MappedWeights
@@ -27,6 +24,7 @@ from oasr.models.fastconformer.converters import (
     expected_shapes,
     parakeet_logmel_features,
 )
+from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = ["NemoCtcConverter", "NemoRnntConverter", "NemoTdtConverter", "read_nemo"]
@@ -201,7 +199,7 @@ class _NemoConverter(BaseCheckpointConverter):
 
     def map_weights(self, path: Path, config: FastConformerConfig) -> MappedWeights:
         ckpt = read_nemo(path) / WEIGHTS_NAME
-        raw = torch.load(io.BytesIO(ckpt.read_bytes()), map_location="cpu", weights_only=True)
+        raw = load_torch_checkpoint(ckpt)
         if not isinstance(raw, dict):
             raise CorruptCheckpointFileError(f"{ckpt} does not hold a state dict")
         out = MappedWeights()

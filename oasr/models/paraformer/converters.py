@@ -18,6 +18,7 @@ import torch
 from oasr.features.spec import FeatureConfig
 from oasr.models.converter import BaseCheckpointConverter, MappedWeights
 from oasr.models.paraformer.config import ParaformerConfig
+from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = ["FunasrParaformerConverter", "read_config_yaml"]
@@ -95,7 +96,7 @@ class FunasrParaformerConverter(BaseCheckpointConverter):
         ckpt = _first(path, WEIGHT_NAMES)
         if ckpt is None:
             raise FileNotFoundError(f"{path} has no weights ({' or '.join(WEIGHT_NAMES)})")
-        raw = torch.load(ckpt, map_location="cpu", weights_only=True)
+        raw = load_torch_checkpoint(ckpt)
         for wrapper in ("state_dict", "model"):
             if isinstance(raw, dict) and isinstance(raw.get(wrapper), dict):
                 raw = raw[wrapper]

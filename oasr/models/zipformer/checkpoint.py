@@ -20,6 +20,7 @@ import torch
 
 from oasr.features.spec import FeatureConfig
 from oasr.models.converter import BaseCheckpointConverter, MappedWeights
+from oasr.models.safe_load import load_torch_checkpoint
 from oasr.models.zipformer.config import ZipformerConfig
 from oasr.models.zipformer.converters import model_state_dict
 from oasr.tokenizers.base import TokenizerSpec
@@ -47,7 +48,7 @@ def checkpoint_file(folder: Path) -> Path | None:
 
 def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """(the ``model`` state dict, the run's top-level params)."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = load_torch_checkpoint(path)
     if not isinstance(ckpt, dict) or "model" not in ckpt:
         raise ValueError(f"{path} has no 'model' state dict (an icefall checkpoint holds one)")
     params = {k: v for k, v in ckpt.items() if k in _PER_STACK + _SCALARS}
