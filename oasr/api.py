@@ -15,20 +15,20 @@ batches many recordings through one engine and yields each :class:`Transcript` a
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from oasr.engine.config import EngineConfig
-from oasr.engine.engine import ASREngine
 from oasr.io.manifest import ManifestRow
 from oasr.io.writer import OutputRow
-from oasr.transcribe.fallback import TemperatureFallback
-from oasr.transcribe.language_check import build_language_check
-from oasr.transcribe.runner import TranscribeOptions, Transcriber
+from oasr.transcribe.options import CALL_OPTIONS, CallKeywords, RunKeywords, RunOptions
+from oasr.transcribe.session import TranscriptionSession
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Model", "Segment", "TranscriptionError", "Transcript", "Word", "load"]
 
@@ -71,6 +71,7 @@ class Transcript:
     index: int = 0
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)  # the decoded tokens, every family
 
 
 def _to_source(audio: AudioInput, sample_rate: int | None) -> bytes | str:
@@ -112,71 +113,54 @@ def _transcript(out: OutputRow, index: int, source: str) -> Transcript:
     return Transcript(text=out.text or "", segments=segments, words=words,
                       language=out.language, duration=duration, confidence=out.confidence,
                       finish_reason=out.finish_reason, source=source, index=index,
-                      error=out.error, warnings=list(out.warnings))
+                      error=out.error, warnings=list(out.warnings),
+                      token_ids=list(out.token_ids or []))
 
 
 class Model:
     """A loaded model and its engine; see :func:`load`."""
 
-    def __init__(self, engine: ASREngine, word_timestamps: bool | None = None,
-                 language_check: bool = True, segmenter: Any = None) -> None:
-        self.engine = engine
-        self.segmenter = segmenter  # a RecordingSegmenter when load(vad=...) named a detector
-        if word_timestamps is None:
-            word_timestamps = "offline" in engine.strategy.word_timing_modes
-        self.word_timestamps = word_timestamps
-        self._check = build_language_check(engine) if language_check else None
+    def __init__(self, session: TranscriptionSession) -> None:
+        self.session = session
+        self.engine = session.engine
+        self.segmenter = session.segmenter  # a RecordingSegmenter when load(vad=...) named one
+        self.word_timestamps = session.word_timestamps
 
     @property
     def name(self) -> str:
         return self.engine.loaded.name
 
-    def transcribe(self, audio: AudioInput, *, language: str | None = None,
-                   task: str | None = None, prompt: str | None = None,
-                   word_timestamps: bool | None = None, sample_rate: int | None = None,
-                   temperature: float | Sequence[float] = 0.0, seed: int = 0,
-                   condition_on_previous_text: bool | None = None) -> Transcript:
+    def transcribe(self, audio: AudioInput, *, sample_rate: int | None = None,
+                   prompt: str | None = None, **options: Unpack[CallKeywords]) -> Transcript:
         """Transcribe one recording: a path, the encoded file's bytes, or an array of samples
-        (mono ``(n,)`` or ``(n, channels)``, with ``sample_rate``). ``temperature``: one
-        sampling temperature, or Whisper's fallback schedule (faster-whisper's is
-        ``oasr.transcribe.fallback.FASTER_WHISPER_TEMPERATURES``), seeded by ``seed``.
-        ``condition_on_previous_text``: prompt each window of a long recording with the text
-        before it (None: on for a model that takes prompts, i.e. Whisper).
+        (mono ``(n,)`` or ``(n, channels)``, with ``sample_rate``).
+
+        ``options`` override the model's request options for this call (``CallKeywords``:
+        ``language``, ``task``, ``word_timestamps``, ``initial_prompt`` (``prompt`` is the same),
+        ``condition_on_previous_text``, ``max_new_tokens``, ``temperature`` (one value or
+        Whisper's fallback schedule, e.g. ``oasr.transcribe.fallback.FASTER_WHISPER_TEMPERATURES``)
+        with ``compression_ratio_threshold``, ``log_prob_threshold``, ``no_speech_threshold``
+        and ``seed``), checked as ``oasr transcribe`` checks its flags.
 
         Raises:
             TranscriptionError: the recording could not be read or decoded.
             ValueError: an option the model cannot honour (e.g. ``language="es"`` on an
                 English-only model).
         """
-        result = next(self.transcribe_batch([audio], language=language, task=task,
-                                            prompt=prompt, word_timestamps=word_timestamps,
-                                            sample_rate=sample_rate, temperature=temperature,
-                                            seed=seed,
-                                            condition_on_previous_text=condition_on_previous_text))
+        result = next(self.transcribe_batch([audio], sample_rate=sample_rate, prompt=prompt,
+                                            **options))
         if result.error:
             raise TranscriptionError(result.error)
         return result
 
-    def transcribe_batch(self, audios: Iterable[AudioInput], *, language: str | None = None,
-                         task: str | None = None, prompt: str | None = None,
-                         word_timestamps: bool | None = None, sample_rate: int | None = None,
-                         temperature: float | Sequence[float] = 0.0, seed: int = 0,
-                         condition_on_previous_text: bool | None = None
+    def transcribe_batch(self, audios: Iterable[AudioInput], *, sample_rate: int | None = None,
+                         prompt: str | None = None, **options: Unpack[CallKeywords]
                          ) -> Iterator[Transcript]:
-        """Transcribe many recordings together, yielding each as it finishes (not in input
-        order: ``Transcript.index`` is its position in ``audios``). A recording that cannot be
-        read yields a Transcript with ``error`` set; the others go on."""
-        from oasr.engine.request import DecodingOptions
-
-        words = self.word_timestamps if word_timestamps is None else word_timestamps
-        temps = ((float(temperature),) if isinstance(temperature, (int, float))
-                 else tuple(float(t) for t in temperature))
-        fallback = TemperatureFallback(temps, seed=seed)
-        self.engine.strategy.validate_options(DecodingOptions(language=language, task=task,
-                                                              word_timestamps=words))
-        if max(temps) > 0:
-            self.engine.strategy.validate_options(DecodingOptions(temperature=max(temps),
-                                                                  seed=seed))
+        """Transcribe many recordings together, yielding each as it finishes, in input order
+        (``Transcript.index`` is its position in ``audios``). A recording that cannot be read
+        yields a Transcript with ``error`` set; the others go on. Options as
+        :meth:`transcribe`."""
+        resolved = self.session.resolve(*self._call_options(prompt, options))
         labels: dict[str, tuple[int, str]] = {}
 
         def rows() -> Iterator[ManifestRow]:
@@ -188,62 +172,47 @@ class Model:
                     error = None
                 except OSError as exc:  # a missing file is that row's error; bad args raise
                     source, error = None, str(exc)
-                yield ManifestRow(row_id, source, prompt=prompt, source=label, error=error)
+                yield ManifestRow(row_id, source, source=label, error=error)
 
-        check = self._check if not language else None
-        options = TranscribeOptions(inputs=[], language=language, task=task,
-                                    word_timestamps=words, row_check=check,
-                                    fallback=fallback,
-                                    condition_on_previous_text=condition_on_previous_text)
-        if self.segmenter is not None:
-            from oasr.transcribe.vad_segments import VadTranscriber
-
-            transcriber: Transcriber = VadTranscriber(self.engine, options, self.segmenter)
-        else:
-            transcriber = Transcriber(self.engine, options)
+        transcriber = self.session.transcriber(self.session.transcribe_options(resolved=resolved))
         for out, _ in transcriber.run(rows()):
             index, label = labels[out.id]
             yield _transcript(out, index, label)
 
+    def _call_options(self, prompt: str | None, options: dict[str, Any]) -> tuple[Any, Any]:
+        """The session's decode and fallback groups with this call's ``options`` applied."""
+        unknown = sorted(set(options) - set(CALL_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)} for transcribe(); valid: "
+                            f"{', '.join(CALL_OPTIONS)}")
+        if prompt is not None:
+            if options.get("initial_prompt") is not None:
+                raise TypeError("give prompt or initial_prompt, not both (they are the same)")
+            options = {**options, "initial_prompt": prompt}
+        base = self.session.options
+        call = RunOptions.from_flat(**{**base.decode.__dict__, **base.fallback.__dict__,
+                                       **options})
+        return call.decode, call.fallback
 
-def load(model: str | None = None, *, device: str = "auto", dtype: str = "auto",
-         batch_size: int = 16, decode_method: str | None = None,
-         decode_options: dict[str, Any] | None = None,
-         word_timestamps: bool | None = None, threads: int | None = None,
-         language_check: bool = True, vad: str = "none",
-         vad_model_dir: str | None = None) -> Model:
+
+def load(model: str | None = None, *, options: RunOptions | None = None,
+         **keywords: Unpack[RunKeywords]) -> Model:
     """Load ``model`` (a name from ``oasr models`` such as ``whisper-tiny.en`` or ``base``, a
     bundle or checkpoint folder, an installed model package or a Hub id; default: the packaged
-    Whisper tiny.en) on ``device`` (auto, cpu, cuda, cuda:N).
+    Whisper tiny.en).
 
-    ``decode_options`` are the decode family's options (``beam_size``, ...), as
-    ``--decode-option``; ``threads`` sets torch's CPU threads; ``word_timestamps`` None means
-    on when the family can time words in this configuration. ``language_check``: on an
-    English-only model, warn (``Transcript.warnings``) when a recording looks like another
-    language (``oasr.transcribe.language_check``). ``vad``: a speech detector (``silero``,
-    ``fsmn``; default ``none``), as ``oasr transcribe --vad``: long recordings cut at pauses and
-    their chunks batched, recordings without speech returned empty (``finish_reason``
-    ``no_speech``); its weights are found here (``vad_model_dir`` or the installed package),
-    so a missing one raises now, naming the package to install.
+    ``keywords`` are the run options ``oasr transcribe`` takes, under the same names
+    (:class:`~oasr.transcribe.options.RunKeywords`): ``device`` (auto, cpu, cuda, cuda:N),
+    ``dtype``, ``batch_size`` (None: from the device, as the CLI), ``threads``,
+    ``decode_method``, ``decode_options`` (the family's, as ``--decode-option``; an unknown key
+    raises naming the valid ones), ``beam_size``, ``word_timestamps`` (None: on when the family
+    can time words), ``language_check``, ``vad`` (``silero``, ``fsmn``; default ``none``) and
+    ``vad_model_dir``, and the request options :meth:`Model.transcribe` also takes per call.
+    ``options``: a whole :class:`~oasr.transcribe.options.RunOptions`; keywords override it.
+    The detector's weights are looked up here, so a missing one raises now, naming the package.
     """
-    if threads is not None:
-        import torch
-
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
-        torch.set_num_threads(threads)
-    config = EngineConfig(model=model or "", device=device, dtype=dtype,
-                          decode_method=decode_method, decode_options=dict(decode_options or {}),
-                          max_batch_size=batch_size)
-    engine = ASREngine(config)
-    segmenter = None
-    if vad != "none":
-        from oasr.transcribe.vad_segments import build_recording_segmenter
-
-        try:
-            segmenter = build_recording_segmenter(vad, device=str(engine.runner.device),
-                                                  model_dir=vad_model_dir)
-        except KeyError as exc:
-            raise ValueError(f"vad={vad!r}: {exc}") from None
-    return Model(engine, word_timestamps=word_timestamps, language_check=language_check,
-                 segmenter=segmenter)
+    values = options.flat() if options is not None else {}
+    values.update(keywords)
+    if model:
+        values["model"] = model
+    return Model(TranscriptionSession(RunOptions.from_flat(**values)))

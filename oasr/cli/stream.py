@@ -112,18 +112,21 @@ def stream_command(
             err(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
 
-    from oasr.engine.config import EngineConfig
-    from oasr.engine.decode.options import parse_decode_option
-    from oasr.engine.engine import ASREngine
     from oasr.streaming import EndpointConfig, StreamingRecognizer, StreamOptions
     from oasr.streaming.finals import FinalsWriter
+    from oasr.transcribe.options import OptionsError, RunOptions
+    from oasr.transcribe.session import build_engine
 
     try:
-        overrides = dict(parse_decode_option(o) for o in decode_option)
+        run = RunOptions.from_flat(model=model, device=device, dtype=dtype, batch_size=batch_size,
+                                   decode_method=decode_method, decode_options=decode_option,
+                                   language=language, task=task).validate()
+    except OptionsError as exc:
+        err(f"error: {exc.for_cli()}", err=True)
+        raise typer.Exit(2) from None
+    try:
         writer = FinalsWriter(output) if output else None
-        engine = ASREngine(EngineConfig(model=model, device=device, dtype=dtype,
-                                        decode_method=decode_method, decode_options=overrides,
-                                        max_batch_size=batch_size))
+        engine = build_engine(run)
         from oasr.streaming.detector import frame_detector
 
         detector = frame_detector(vad, vad_model_dir)

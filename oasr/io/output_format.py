@@ -57,6 +57,9 @@ class OutputRow:
     passthrough: dict[str, Any] = field(default_factory=dict)
     # Shown to the user (e.g. "the audio sounds like Spanish"), not written to the output.
     warnings: list[str] = field(default_factory=list)
+    # The decoded token ids (every kept piece's, in order); written only where asked for
+    # (``--emit token_ids``), always on the API's result. None on error rows.
+    token_ids: list[int] | None = None
 
 
 def fsync_replace(tmp: Path, final: Path) -> None:
