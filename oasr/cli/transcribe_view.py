@@ -91,9 +91,10 @@ def print_summary(console: Console, stats: Any, out_path: Path) -> None:
         console.print(f"[yellow]warning:[/] {reasons['repetition']} rows stopped repeating "
                       "themselves (finish_reason=repetition): the decoder lost the audio; "
                       "check those rows")
-    if reasons.get("silence"):
-        console.print(f"note: {reasons['silence']} rows are silent: digital silence, or "
-                      "Whisper's no-speech guard (empty text, finish_reason=silence)")
+    if reasons.get("no_speech"):
+        console.print(f"note: {reasons['no_speech']} rows hold no speech: digital silence, "
+                      "Whisper's no-speech guard or the speech detector (empty text, "
+                      "finish_reason=no_speech)")
     for example in stats.error_examples:
         console.print(f"[yellow]error row[/] {example}")
     from oasr import ops

@@ -7,10 +7,11 @@ mode, its segments on the recording's clock. A row that cannot be read becomes a
 the run goes on; rows already in the output are skipped, so a rerun resumes. A window of
 digital silence is not decoded, and a window Whisper's no-speech guard calls silent
 (``fallback.TemperatureFallback.silent``) keeps no text; a recording that is silent throughout
-gets empty text with ``finish_reason="silence"``. Whisper's prompt (``initial_prompt``, a row's
-``prompt`` column) goes before the first window; ``condition_on_previous_text`` prompts each
-later window with the tokens settled before it, which the sequential windows of a recording
-allow. Each window's generation is capped by its length (:mod:`oasr.transcribe.generation_limits`).
+gets empty text with ``finish_reason="no_speech"`` (:mod:`oasr.transcribe.rows`). Whisper's
+prompt (``initial_prompt``, a row's ``prompt`` column) goes before the first window;
+``condition_on_previous_text`` prompts each later window with the tokens settled before it,
+which the sequential windows of a recording allow. Each window's generation is capped by its
+length (:mod:`oasr.transcribe.generation_limits`).
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
 transcriber is its request source, yielding the next window of any row in flight, or starting a
@@ -42,6 +43,7 @@ from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
 from oasr.transcribe.output_thread import OutputThread
 from oasr.transcribe.prefetch import AudioPrefetch, default_workers
+from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
 from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
@@ -82,6 +84,8 @@ class TranscribeOptions:
     initial_prompt: str | None = None
     condition_on_previous_text: bool | None = None
     prompt_reset_on_temperature: float = 0.5
+    # Tokens a window may generate; None: scaled with the window's audio (generation_cap).
+    max_new_tokens: int | None = None
     # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
     # core but one (at most 8); 0: decode on the transcriber's thread.
     decode_workers: int | None = None
@@ -99,7 +103,7 @@ class RunStats:
     audio_s: float = 0.0
     wall_s: float = 0.0
     wer: RunningWer = field(default_factory=RunningWer)
-    # Rows by finish_reason (stop, length, repetition, silence).
+    # Rows by finish_reason (oasr.transcribe.rows.FINISH_REASONS).
     finish_reasons: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
     dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
@@ -148,35 +152,16 @@ class _RowState:
     prompt_ids: list[int] | None = None
 
 
-def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
-    return OutputRow(id=row.id, text=None, words=None, segments=None, confidence=None,
-                     duration=duration, language=None, finish_reason=None, error=message,
-                     passthrough=row.passthrough)
-
-
 def _summary_row(state: _RowState, duration: float) -> OutputRow:
     row = state.row
     if not state.outs:  # every window was silent: nothing decoded or nothing kept
-        return OutputRow(id=row.id, text="", words=[] if state.decoding.word_timestamps else None,
-                         segments=[] if state.long else None, confidence=None, duration=duration,
-                         language=None, finish_reason="silence", error=None,
-                         passthrough=row.passthrough)
-    outs = state.outs
-    tokens = sum(len(o.token_ids) for o in outs)
-    confidence = (sum((o.confidence or 0.0) * len(o.token_ids) for o in outs) / tokens
-                  if tokens else None)
-    reasons = {o.finish_reason for o in outs}
-    reason = next((r for r in ("repetition", "length", "stop") if r in reasons), None)
-    languages = [o.language for o in outs if o.language]
-    language = max(set(languages), key=languages.count) if languages else None
-    text = " ".join(t for t in state.texts if t) if state.long else outs[0].text
-    words = state.words if state.decoding.word_timestamps else None
+        return no_speech_row(row, duration, state.decoding.word_timestamps, state.long)
+    text = state.texts if state.long else [state.outs[0].text]
     # A row decoded in one window is one segment: the whole audio.
     segments = state.segments if state.long else [
-        {"start": row.offset, "end": row.offset + duration, "text": text}]
-    return OutputRow(id=row.id, text=text, words=words, segments=segments, confidence=confidence,
-                     duration=duration, language=language, finish_reason=reason, error=None,
-                     passthrough=row.passthrough)
+        {"start": row.offset, "end": row.offset + duration, "text": text[0]}]
+    return assemble_row(row, state.outs, duration=duration, texts=text, segments=segments,
+                        words=state.words if state.decoding.word_timestamps else None)
 
 
 def _header_duration(row: ManifestRow) -> float | None:
@@ -250,7 +235,7 @@ class Transcriber:
             # Name the manifest line, as decode errors do, unless the reader already did.
             message = (row.error if row.error.startswith(row.source)
                        else f"{row.source}: {row.error}")
-            self.ready.append((_error_row(row, message), row.text))
+            self.ready.append((error_row(row, message), row.text))
             return
         chunks = self._prefetch.take(row) if self._prefetch is not None else None
         if chunks is None:
@@ -279,7 +264,7 @@ class Transcriber:
     def _fail(self, state: _RowState, message: str) -> None:
         self.active.pop(state.row.id, None)
         duration = state.reader.total / self.sr if state.reader.total else None
-        self.ready.append((_error_row(state.row, message, duration), state.row.text))
+        self.ready.append((error_row(state.row, message, duration), state.row.text))
 
     def _finish(self, state: _RowState) -> None:
         self.active.pop(state.row.id, None)
@@ -319,7 +304,8 @@ class Transcriber:
                 return
             seek += len(audio)
         decoding = replace(state.decoding, timestamps=state.long and self.resumes,
-                           max_new_tokens=generation_cap(len(audio) / self.sr),
+                           max_new_tokens=(self.options.max_new_tokens
+                                           or generation_cap(len(audio) / self.sr)),
                            prompt=state.prompt_ids or state.prompt_text)
         fallback = self.options.fallback
         if fallback is not None:

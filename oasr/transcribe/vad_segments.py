@@ -33,11 +33,11 @@ from oasr.audio.resample import resample
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ManifestRow, OutputRow
+from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
 from oasr.vad import VADS, SpeechDetector, build_detector
 from oasr.vad.segmenter import SegmenterConfig, segment
 
-NO_SPEECH = "no_speech"
 # Rows whose audio is read and run through the detector together.
 DETECT_BATCH = 16
 DETECT_BATCH_S = 1800.0
@@ -182,7 +182,7 @@ class VadTranscriber(Transcriber):
             return
         prepared = self.prepared.pop(row.id)
         if isinstance(prepared, str):
-            self.ready.append((_error_row(row, prepared), row.text))
+            self.ready.append((error_row(row, prepared), row.text))
             return
         audio, rec = prepared
         # Chunks decode in parallel: each takes the initial prompt (faster-whisper's batched
@@ -190,9 +190,12 @@ class VadTranscriber(Transcriber):
         prompt = row.prompt if row.prompt is not None else self.options.initial_prompt
         decoding = DecodingOptions(language=row.language or self.options.language,
                                    task=row.task or self.options.task, prompt=prompt,
-                                   word_timestamps=self.options.word_timestamps)
+                                   word_timestamps=self.options.word_timestamps,
+                                   max_new_tokens=self.options.max_new_tokens)
         if not rec.segments:
-            self.ready.append((_no_speech_row(row, rec.duration_s, decoding), row.text))
+            words = bool(decoding.word_timestamps)
+            self.ready.append((no_speech_row(row, rec.duration_s, words, len(audio) > self.window),
+                               row.text))
             return
         long = len(audio) > self.window
         chunks = (merge_into_chunks(rec.segments, self.window / self.sr) if long
@@ -209,7 +212,7 @@ class VadTranscriber(Transcriber):
     def _fail_vad(self, state: _VadRow, message: str) -> None:
         self.vad_rows.pop(state.row.id, None)
         self.active.pop(state.row.id, None)
-        self.ready.append((_error_row(state.row, message, state.duration_s), state.row.text))
+        self.ready.append((error_row(state.row, message, state.duration_s), state.row.text))
 
     def _fail(self, state: Any, message: str) -> None:
         if isinstance(state, _VadRow):
@@ -231,17 +234,6 @@ class VadTranscriber(Transcriber):
             self.ready.append((_stitched_row(state), state.row.text))
 
 
-def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
-    return OutputRow(id=row.id, text=None, error=message, duration=duration,
-                     passthrough=row.passthrough)
-
-
-def _no_speech_row(row: ManifestRow, duration: float, decoding: DecodingOptions) -> OutputRow:
-    return OutputRow(id=row.id, text="", words=[] if decoding.word_timestamps else None,
-                     segments=[], duration=duration, finish_reason=NO_SPEECH,
-                     passthrough=row.passthrough)
-
-
 def _stitched_row(state: _VadRow) -> OutputRow:
     shift = state.row.offset
     outs = [state.outs[i] for i in range(len(state.chunks))]
@@ -253,16 +245,7 @@ def _stitched_row(state: _VadRow) -> OutputRow:
         words += [{"word": w.word, "start": shift + start + w.start,
                    "end": shift + min(start + w.end, end), "confidence": w.confidence}
                   for w in out.words or []]
-    tokens = sum(len(o.token_ids) for o in outs)
-    confidence = (sum((o.confidence or 0.0) * len(o.token_ids) for o in outs) / tokens
-                  if tokens else None)
-    reasons = {o.finish_reason for o in outs}
-    reason = next((r for r in ("repetition", "length", "stop") if r in reasons), None)
-    languages = [o.language for o in outs if o.language]
-    language = max(set(languages), key=languages.count) if languages else None
-    text = " ".join(o.text for o in outs if o.text) if state.long else outs[0].text
-    return OutputRow(id=state.row.id, text=text,
-                     words=words if state.decoding.word_timestamps else None,
-                     segments=segments if state.long else None, confidence=confidence,
-                     duration=state.duration_s, language=language, finish_reason=reason,
-                     error=None, passthrough=state.row.passthrough)
+    texts = [o.text for o in outs] if state.long else [outs[0].text]
+    return assemble_row(state.row, outs, duration=state.duration_s, texts=texts,
+                        segments=segments if state.long else None,
+                        words=words if state.decoding.word_timestamps else None)

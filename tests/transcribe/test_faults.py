@@ -441,10 +441,10 @@ def test_digital_silence_is_an_empty_transcript_with_a_reason(bundle, clips, tmp
     for row_id, seconds in (("silent", 2.0), ("long-silent", 14.0)):
         row = rows[row_id]
         assert row["error"] is None and row["text"] == "", row
-        assert row["finish_reason"] == "silence"
+        assert row["finish_reason"] == "no_speech"
         assert row["duration"] == pytest.approx(seconds)
     assert rows["speech"]["text"] and rows["speech"]["finish_reason"] == "stop"
-    assert "2 rows are silent: digital silence" in flat(result.output)
+    assert "2 rows hold no speech: digital silence" in flat(result.output)
     assert "0" in flat(result.output)  # no error rows counted
 
 

@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from oasr.io import OutputWriter
+from oasr.transcribe.rows import NO_SPEECH
 from oasr.transcribe.runner import TranscribeOptions, transcribe
 from oasr.transcribe.vad_segments import (
-    NO_SPEECH,
     RecordingSegmenter,
     VadTranscriber,
     build_recording_segmenter,
