@@ -149,7 +149,11 @@ def transcribe_command(
         False, help="On resume, run the rows that ended with an error again."),
     fail_on_error: bool = typer.Option(
         False, help="Exit 1 when any row ended with an error (the output is still written)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: str = typer.Option(
+        "auto", "--progress",
+        help="auto (a bar on a terminal, else log lines), bar, log (a line every 30 s on "
+             "stderr: rows, audio, RTFx, ETA) or none."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="The same as --progress none."),
     language_check: bool = typer.Option(
         True, "--language-check/--no-language-check",
         help="English-only models: warn per row when the audio looks like another language "
@@ -190,7 +194,8 @@ class CliRun:
     limit: int | None = None
     retry_errors: bool = False
     fail_on_error: bool = False
-    progress: bool = True
+    progress: str = "auto"
+    no_progress: bool = False
     quiet: bool = False
     gpus: str | None = None
     ray: str | None = None
@@ -222,13 +227,14 @@ def run_cli(params: dict[str, Any]) -> None:
     from rich.markup import escape
 
     from oasr.cli.transcribe_checks import FlagError, check_flags
+    from oasr.cli.transcribe_view import progress_mode
     from oasr.io import ManifestError, OutputError
     from oasr.io.format_choice import STDOUT, infer_format
 
     console = Console(stderr=True)
     cli = CliRun.from_params(params)
-    if cli.quiet:
-        cli.progress = False
+    if cli.quiet or cli.no_progress:
+        cli.progress = "none"
 
     def fail(exc: Exception, code: int = 2) -> typer.Exit:
         # A KeyError's str() is its repr; the message is its argument.
@@ -241,6 +247,7 @@ def run_cli(params: dict[str, Any]) -> None:
 
     try:
         run = run_options(params).validate()
+        cli.progress = progress_mode(cli.progress, console)
     except (OptionsError, ValueError) as exc:
         raise fail(exc) from None
     if cli.gpus is not None:
@@ -313,7 +320,7 @@ def _launch_workers(console: Any, cli: CliRun) -> None:
         raise typer.Exit(2)
     live, total = RunStats(), RunStats()  # live: from row events; total: the workers' own
     totals: dict[int, int] = {}
-    view = ProgressView(console, None, enabled=cli.progress)
+    view = ProgressView(console, None, mode=cli.progress)
     start = time.perf_counter()
 
     def on_event(shard: int, event: dict[str, Any]) -> None:
@@ -418,8 +425,8 @@ def _run(console: Any, fail: Any, plan: _OutputPlan, cli: CliRun, run: RunOption
         console.print(f"[yellow]warning:[/] {plan.out_path} was started with other settings "
                       f"({'; '.join(changed)}); resuming adds rows decoded with these",
                       soft_wrap=True, highlight=False)
-    view = ProgressView(console, plan.total, enabled=cli.progress)
-    if cli.progress:
+    view = ProgressView(console, plan.total, mode=cli.progress)
+    if view.enabled:
         options.on_window = view.window
     from oasr.transcribe import multi_gpu
 

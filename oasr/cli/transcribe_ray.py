@@ -75,7 +75,7 @@ def run_ray(console: Any, cli: Any, run: Any) -> None:
     try:
         done = transcribe_parquet(
             list(cli.inputs), cli.output, columns=cli.columns, num_gpus=cli.ray_gpus,
-            concurrency=cli.ray_actors, num_cpus=cli.ray_cpus, progress=cli.progress,
+            concurrency=cli.ray_actors, num_cpus=cli.ray_cpus, progress=cli.progress == "bar",
             options=run)
     except ValueError as exc:
         raise fail(exc) from None
