@@ -165,6 +165,19 @@ def transcribe_command(
                      "(finish_reason no_speech)."),
     vad_model_dir: str | None = typer.Option(
         None, help="Folder with the detector's weights (default: its installed package)."),
+    vad_threshold: float | None = typer.Option(
+        None, help="--vad: speech probability that opens a segment (default: the detector's, "
+                   "0.5 for silero)."),
+    vad_neg_threshold: float | None = typer.Option(
+        None, help="--vad: probability below which speech ends (default: threshold - 0.15)."),
+    vad_min_speech_ms: float | None = typer.Option(
+        None, help="--vad: shorter speech is dropped (default 250)."),
+    vad_min_silence_ms: float | None = typer.Option(
+        None, help="--vad: a shorter pause does not split speech (default 160)."),
+    vad_speech_pad_ms: float | None = typer.Option(
+        None, help="--vad: audio kept on each side of a speech segment (default 400)."),
+    vad_max_segment_s: float | None = typer.Option(
+        None, help="--vad: longer speech is split (default and most: the model's window)."),
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row.
 

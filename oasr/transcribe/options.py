@@ -148,10 +148,40 @@ class FallbackOptions:
 
 @dataclass
 class VadOptions:
-    """The speech detector that pre-segments recordings (``--vad``)."""
+    """The speech detector that pre-segments recordings (``--vad``) and how its probabilities
+    become speech segments (None: the presegmenting defaults, ``vad_segments.PRESEGMENT``,
+    and the detector's own threshold)."""
 
     vad: str = "none"  # silero, fsmn or none
     vad_model_dir: str | None = None  # default: the detector's installed package
+    vad_threshold: float | None = None  # speech probability that opens a segment
+    vad_neg_threshold: float | None = None  # ... and below which it closes
+    vad_min_speech_ms: float | None = None  # shorter speech is dropped
+    vad_min_silence_ms: float | None = None  # a shorter pause does not split a segment
+    vad_speech_pad_ms: float | None = None  # kept on each side of a segment
+    vad_max_segment_s: float | None = None  # longer speech is split (at most the model window)
+
+    def validate(self) -> None:
+        if self.vad_threshold is not None and not 0.0 < self.vad_threshold < 1.0:
+            raise OptionsError("vad_threshold", f" {self.vad_threshold}: must be in (0, 1)")
+        if self.vad_neg_threshold is not None and not 0.0 <= self.vad_neg_threshold < 1.0:
+            raise OptionsError("vad_neg_threshold",
+                               f" {self.vad_neg_threshold}: must be in [0, 1)")
+        for name in ("vad_min_speech_ms", "vad_min_silence_ms", "vad_speech_pad_ms"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise OptionsError(name, f" {value}: must be >= 0")
+        if self.vad_max_segment_s is not None and not self.vad_max_segment_s > 0:
+            raise OptionsError("vad_max_segment_s", f" {self.vad_max_segment_s}: must be > 0")
+
+    def segmenter_overrides(self) -> dict[str, float]:
+        """The ``SegmenterConfig`` fields these options set."""
+        pairs = (("threshold", self.vad_threshold), ("neg_threshold", self.vad_neg_threshold),
+                 ("min_speech_ms", self.vad_min_speech_ms),
+                 ("min_silence_ms", self.vad_min_silence_ms),
+                 ("speech_pad_ms", self.vad_speech_pad_ms),
+                 ("max_segment_s", self.vad_max_segment_s))
+        return {k: float(v) for k, v in pairs if v is not None}
 
 
 @dataclass
@@ -184,7 +214,7 @@ class RunOptions:
     output: OutputOptions = field(default_factory=OutputOptions)
 
     def validate(self) -> RunOptions:
-        for group in (self.model, self.decode, self.fallback, self.output):
+        for group in (self.model, self.decode, self.fallback, self.vad, self.output):
             group.validate()
         return self
 
@@ -278,6 +308,12 @@ class RunKeywords(CallKeywords, total=False):
     beam_size: int | None
     vad: str
     vad_model_dir: str | None
+    vad_threshold: float | None
+    vad_neg_threshold: float | None
+    vad_min_speech_ms: float | None
+    vad_min_silence_ms: float | None
+    vad_speech_pad_ms: float | None
+    vad_max_segment_s: float | None
     emit: tuple[str, ...] | list[str]
 
 

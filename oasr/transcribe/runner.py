@@ -86,11 +86,28 @@ class TranscribeOptions:
     prompt_reset_on_temperature: float = 0.5
     # Tokens a window may generate; None: scaled with the window's audio (generation_cap).
     max_new_tokens: int | None = None
+    # Called with each kept window of the sequential runner as it settles (SettledWindow), in
+    # the recording's order, before the row finishes: what a lazy segment reader follows.
+    on_settled: Callable[[Any], Any] | None = None
     # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
     # core but one (at most 8); 0: decode on the transcriber's thread.
     decode_workers: int | None = None
     # Write rows and score their WER on a thread of their own (oasr.transcribe.output_thread).
     output_thread: bool = True
+
+
+@dataclass
+class SettledWindow:
+    """One kept window of a recording, as it settles (``TranscribeOptions.on_settled``): its
+    segments and words on the recording's clock, and the decode that produced them."""
+
+    row_id: str
+    index: int  # the recording's kept windows, counted from 0
+    start: float  # seconds from the recording's start where the window began
+    temperature: float
+    output: RequestOutput
+    segments: list[dict[str, Any]]
+    words: list[dict[str, Any]]
 
 
 @dataclass
@@ -361,18 +378,24 @@ class Transcriber:
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
         # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
-        state.words += [{"word": w.word, "start": round(shift + start + w.start, 3),
-                         "end": round(shift + min(start + w.end, window_end), 3),
-                         "confidence": w.confidence} for w in out.words or []]
+        words = [{"word": w.word, "start": round(shift + start + w.start, 3),
+                  "end": round(shift + min(start + w.end, window_end), 3),
+                  "confidence": w.confidence} for w in out.words or []]
+        state.words += words
         if not state.long:
+            duration = state.reader.total / self.sr
+            self._settled(state, out, temperature, words,
+                          [{"start": shift, "end": shift + duration, "text": out.text}])
             self._finish(state)
             return
         if not self.resumes:  # a whole window is one segment
             out.segments = [(0.0, state.window_len / self.sr, out.text)]
+        settled = len(state.segments)
         for seg_start, seg_end, text in out.segments or []:
             end = window_end if seg_end is None else min(start + seg_end, window_end)
             state.segments.append({"start": round(shift + start + seg_start, 3),
                                    "end": round(shift + end, 3), "text": text})
+        self._settled(state, out, temperature, words, state.segments[settled:])
         state.texts.append(out.text)
         advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
         if out.resume_at is not None and out.words:
@@ -380,6 +403,13 @@ class Transcriber:
         if self.options.on_window is not None:
             self.options.on_window(state.row.id, max(advance, 1) / self.sr, state.expected_s)
         self._next_window(state, state.seek + max(advance, 1))
+
+    def _settled(self, state: _RowState, out: RequestOutput, temperature: float,
+                 words: list[dict[str, Any]], segments: list[dict[str, Any]]) -> None:
+        if self.options.on_settled is not None:
+            self.options.on_settled(SettledWindow(
+                row_id=state.row.id, index=len(state.outs) - 1, start=state.seek / self.sr,
+                temperature=temperature, output=out, segments=segments, words=words))
 
     def _resume_before_onset(self, state: _RowState, out: RequestOutput, advance: int) -> int:
         """Whisper's last closed timestamp often lands a little after the next utterance began;
@@ -424,6 +454,15 @@ class Transcriber:
 
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
         """Yield (output row, reference text) as rows finish."""
+        for item in self.run_ticks(rows):
+            if item is not None:
+                yield item
+
+    def run_ticks(self, rows: Iterator[ManifestRow]
+                  ) -> Iterator[tuple[OutputRow, str | None] | None]:
+        """:meth:`run`, also yielding ``None`` after each engine output: a consumer that
+        follows windows as they settle (``on_settled``) gets control between them, so the
+        decoding advances only as fast as it reads."""
         workers = self.options.decode_workers
         workers = default_workers() if workers is None else workers
         if self.prefetch_audio and workers > 0:
@@ -437,6 +476,7 @@ class Transcriber:
                     if self.on_output is not None:
                         self.on_output()
                     yield from self._drain()
+                    yield None
                 yield from self._drain()
                 if self._rows_done and not self.active and not self._queue:
                     return

@@ -32,7 +32,8 @@ __all__ = ["COMPARED_SETTINGS", "Resolved", "TranscriptionSession", "build_engin
 
 # The metadata keys a resumed run compares with the run that started the output.
 COMPARED_SETTINGS = ("model_sha256", "decode_method", "decode_options", "language", "task",
-                     "word_timestamps", "vad", "initial_prompt", "condition_on_previous_text")
+                     "word_timestamps", "vad", "vad_options", "initial_prompt",
+                     "condition_on_previous_text")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class TranscriptionSession:
 
         try:
             return build_recording_segmenter(vad.vad, device=str(self.engine.runner.device),
-                                             model_dir=vad.vad_model_dir)
+                                             model_dir=vad.vad_model_dir,
+                                             overrides=vad.segmenter_overrides())
         except (ValueError, KeyError) as exc:
             text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise ValueError(f"--vad {vad.vad}: {text}") from None
@@ -159,6 +161,7 @@ class TranscriptionSession:
             "condition_on_previous_text": str(bool(options.condition_on_previous_text)).lower(),
             "window_s": f"{transcriber.window_s:g}",
             "vad": self.options.vad.vad,
+            "vad_options": json.dumps(self.options.vad.segmenter_overrides(), sort_keys=True),
         }
 
 

@@ -91,7 +91,8 @@ class RecordingSegmenter:
         for i, w in enumerate(wavs):
             x[i, : len(w)] = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
         out = self.detector.detect(x, lengths, rate)
-        config = replace(self.config, max_segment_s=max_segment_s)
+        config = replace(self.config, max_segment_s=min(self.config.max_segment_s,
+                                                         max_segment_s))
         recs = []
         for i, audio in enumerate(audios):
             duration = len(audio) / sample_rate
@@ -101,12 +102,14 @@ class RecordingSegmenter:
         return recs
 
 
-def build_recording_segmenter(name: str, device: str = "cpu",
-                              model_dir: str | None = None) -> RecordingSegmenter:
+def build_recording_segmenter(name: str, device: str = "cpu", model_dir: str | None = None,
+                              overrides: dict[str, float] | None = None) -> RecordingSegmenter:
     """``--vad NAME``: raises naming the fix when the detector cannot pre-segment or has no
-    weights, before any row is read."""
+    weights, before any row is read. ``overrides``: ``SegmenterConfig`` fields set over
+    :data:`PRESEGMENT` and the detector's own threshold (``--vad-threshold`` ...)."""
     detector = build_detector(name, mode="presegment", model_dir=model_dir, device=device)
-    return RecordingSegmenter(detector, name)
+    config = replace(PRESEGMENT, threshold=detector.default_threshold)
+    return RecordingSegmenter(detector, name, replace(config, **(overrides or {})))
 
 
 @dataclass
@@ -133,8 +136,9 @@ class VadTranscriber(Transcriber):
         self.prepared: dict[str, Any] = {}
         self.vad_s = 0.0  # seconds spent in the detector and the segmenter
 
-    def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
-        yield from super().run(self._detected(iter(rows)))
+    def run_ticks(self, rows: Iterator[ManifestRow]
+                  ) -> Iterator[tuple[OutputRow, str | None] | None]:
+        yield from super().run_ticks(self._detected(iter(rows)))
 
     def _detected(self, rows: Iterator[ManifestRow]) -> Iterator[ManifestRow]:
         """The rows, each group's audio read and run through the detector in one batch first
