@@ -109,6 +109,9 @@ def transcribe_command(
              "after a window kept above temperature 0.5 or one that repeats itself). Default: "
              "on for Whisper (0.5-0.6 WER points better on the shared 9.5-min recording, "
              "docs/decoding.md), off for models that take no prompt."),
+    prompt_reset_on_temperature: float = typer.Option(
+        0.5, help="With --condition-on-previous-text: a window kept above this temperature "
+                  "does not prompt the next."),
     seed: int = typer.Option(0, help="Seed of sampled decodes (temperature > 0): reruns match."),
     threads: int | None = typer.Option(
         None, "--threads", help="CPU threads for torch (torch.set_num_threads)."),

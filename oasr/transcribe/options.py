@@ -102,6 +102,8 @@ class DecodeOptions:
     word_timestamps: bool | None = None  # None: on where the family can time words
     initial_prompt: str | None = None
     condition_on_previous_text: bool | None = None  # None: on where the model takes prompts
+    # A window kept above this temperature does not prompt the next (faster-whisper's).
+    prompt_reset_on_temperature: float = 0.5
     language_check: bool = True
 
     def validate(self) -> None:
@@ -287,6 +289,7 @@ class CallKeywords(TypedDict, total=False):
     word_timestamps: bool | None
     initial_prompt: str | None
     condition_on_previous_text: bool | None
+    prompt_reset_on_temperature: float
     language_check: bool
     max_new_tokens: int | None
     temperature: float | tuple[float, ...] | list[float]

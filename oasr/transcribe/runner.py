@@ -181,7 +181,7 @@ def _summary_row(state: _RowState, duration: float) -> OutputRow:
                         words=state.words if state.decoding.word_timestamps else None)
 
 
-def _header_duration(row: ManifestRow) -> float | None:
+def header_duration(row: ManifestRow) -> float | None:
     """The recording's (or its segment's) duration from the file header, for progress."""
     from oasr.audio import audio_info
 
@@ -310,7 +310,7 @@ class Transcriber:
             if seek == 0:
                 state.long = more
                 if more and self.options.on_window is not None:
-                    state.expected_s = _header_duration(row)
+                    state.expected_s = header_duration(row)
             if more and not self.resumes:
                 audio = audio[:quiet_cut(audio, self.sr)]
             state.seek, state.window_len = seek, len(audio)

@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from oasr.transcribe.options import DecodeOptions, FallbackOptions, RunOptions
+from oasr.transcribe.options import DecodeOptions, FallbackOptions, RunOptions, VadOptions
 
 __all__ = ["COMPARED_SETTINGS", "Resolved", "TranscriptionSession", "build_engine",
            "changed_settings"]
@@ -44,6 +44,10 @@ class Resolved:
     word_timestamps: bool
     condition_on_previous_text: bool
     fallback: Any  # oasr.transcribe.fallback.TemperatureFallback
+    engine: Any  # the engine whose decode family these options name (weights shared)
+    segmenter: Any  # the speech detector's RecordingSegmenter, or None
+    vad: VadOptions
+    fallback_options: FallbackOptions
 
 
 class TranscriptionSession:
@@ -54,34 +58,62 @@ class TranscriptionSession:
     def __init__(self, options: RunOptions) -> None:
         self.options = options.validate()
         self.engine = build_engine(options)
-        self.segmenter = self._segmenter()
-        self.defaults = self.resolve(options.decode, options.fallback)
+        self._engines: dict[str, Any] = {self._family_key(options.decode): self.engine}
+        self._segmenters: dict[str, Any] = {}
+        self.defaults = self.resolve(options.decode, options.fallback, options.vad)
+        self.segmenter = self.defaults.segmenter
         self._language_check: Any = None
 
-    def _segmenter(self) -> Any:
-        vad = self.options.vad
+    @staticmethod
+    def _family_key(decode: DecodeOptions) -> str:
+        return json.dumps([decode.decode_method, decode.family_options()], sort_keys=True,
+                          default=str)
+
+    def engine_for(self, decode: DecodeOptions) -> Any:
+        """The engine for ``decode``'s family and family options: the session's own, or one
+        built once over the same loaded weights (a call asking for another ``beam_size``)."""
+        key = self._family_key(decode)
+        if key not in self._engines:
+            from oasr.engine.engine import ASREngine
+
+            base = self.engine.config
+            config = dataclasses.replace(base, decode_method=decode.decode_method,
+                                         decode_options=decode.family_options())
+            self._engines[key] = ASREngine(config, loaded=self.engine.loaded)
+        return self._engines[key]
+
+    def segmenter_for(self, vad: VadOptions) -> Any:
+        """The speech detector and segmenter ``vad`` names (built once per setting), or None."""
         if vad.vad == "none":
             return None
-        from oasr.transcribe.vad_segments import build_recording_segmenter
+        key = json.dumps([vad.vad, vad.vad_model_dir, vad.segmenter_overrides()],
+                         sort_keys=True)
+        if key not in self._segmenters:
+            from oasr.transcribe.vad_segments import build_recording_segmenter
 
-        try:
-            return build_recording_segmenter(vad.vad, device=str(self.engine.runner.device),
-                                             model_dir=vad.vad_model_dir,
-                                             overrides=vad.segmenter_overrides())
-        except (ValueError, KeyError) as exc:
-            text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            raise ValueError(f"--vad {vad.vad}: {text}") from None
+            try:
+                self._segmenters[key] = build_recording_segmenter(
+                    vad.vad, device=str(self.engine.runner.device),
+                    model_dir=vad.vad_model_dir, overrides=vad.segmenter_overrides())
+            except (ValueError, KeyError) as exc:
+                text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+                raise ValueError(f"--vad {vad.vad}: {text}") from None
+        return self._segmenters[key]
 
     # -- per-request options ------------------------------------------------------------------
-    def resolve(self, decode: DecodeOptions, fallback: FallbackOptions) -> Resolved:
-        """``decode`` and ``fallback`` as this model applies them; raises ValueError for an
-        option it cannot honour."""
+    def resolve(self, decode: DecodeOptions, fallback: FallbackOptions,
+                vad: VadOptions | None = None) -> Resolved:
+        """``decode``, ``fallback`` and ``vad`` (default: the session's) as this model applies
+        them; raises ValueError for an option it cannot honour."""
         from oasr.engine.request import DecodingOptions
         from oasr.transcribe.runner import resolve_conditioning
 
         decode.validate()
         fallback.validate()
-        strategy = self.engine.strategy
+        vad = vad or self.options.vad
+        vad.validate()
+        engine = self.engine_for(decode)
+        strategy = engine.strategy
         words = decode.word_timestamps
         if words is None:
             words = "offline" in strategy.word_timing_modes
@@ -89,11 +121,12 @@ class TranscriptionSession:
                                                   word_timestamps=words))
         if decode.initial_prompt is not None:
             strategy.validate_options(DecodingOptions(prompt=decode.initial_prompt))
-        condition = resolve_conditioning(self.engine, decode.condition_on_previous_text)
+        condition = resolve_conditioning(engine, decode.condition_on_previous_text)
         if max(fallback.temperature) > 0:
             strategy.validate_options(DecodingOptions(temperature=max(fallback.temperature),
                                                       seed=fallback.seed))
-        return Resolved(decode, words, condition, fallback.build())
+        return Resolved(decode, words, condition, fallback.build(), engine,
+                        self.segmenter_for(vad), vad, fallback)
 
     @property
     def word_timestamps(self) -> bool:
@@ -126,18 +159,20 @@ class TranscriptionSession:
             row_check=self.language_check(r), fallback=r.fallback,
             initial_prompt=r.decode.initial_prompt,
             condition_on_previous_text=r.condition_on_previous_text,
+            prompt_reset_on_temperature=r.decode.prompt_reset_on_temperature,
             max_new_tokens=r.decode.max_new_tokens)
 
-    def transcriber(self, options: Any) -> Any:
-        """A runner over ``options`` (:meth:`transcribe_options`): the VAD-gated one when the
-        session has a speech detector."""
-        if self.segmenter is not None:
+    def transcriber(self, options: Any, resolved: Resolved | None = None) -> Any:
+        """A runner over ``options`` (:meth:`transcribe_options`) on ``resolved``'s engine
+        (default: the session's): the VAD-gated one when a speech detector is named."""
+        r = resolved or self.defaults
+        if r.segmenter is not None:
             from oasr.transcribe.vad_segments import VadTranscriber
 
-            return VadTranscriber(self.engine, options, self.segmenter)
+            return VadTranscriber(r.engine, options, r.segmenter)
         from oasr.transcribe.runner import Transcriber
 
-        return Transcriber(self.engine, options)
+        return Transcriber(r.engine, options)
 
     def metadata(self, transcriber: Any) -> dict[str, str]:
         """What an output records of the run that wrote it: the resolved settings (the decode

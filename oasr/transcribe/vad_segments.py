@@ -41,6 +41,8 @@ from oasr.vad.segmenter import SegmenterConfig, segment
 # Rows whose audio is read and run through the detector together.
 DETECT_BATCH = 16
 DETECT_BATCH_S = 1800.0
+# Rows whose detected speech seconds are kept (the API's info.duration_after_vad reads them).
+SPEECH_SECONDS_KEPT = 1024
 PRESEGMENT = SegmenterConfig(min_speech_ms=250.0, min_silence_ms=160.0, speech_pad_ms=400.0)
 
 
@@ -135,6 +137,8 @@ class VadTranscriber(Transcriber):
         # row id -> its audio and detection, or the message of why it could not be read
         self.prepared: dict[str, Any] = {}
         self.vad_s = 0.0  # seconds spent in the detector and the segmenter
+        # row id -> seconds the detector called speech, for the latest rows only
+        self.speech_seconds: dict[str, float] = {}
 
     def run_ticks(self, rows: Iterator[ManifestRow]
                   ) -> Iterator[tuple[OutputRow, str | None] | None]:
@@ -177,7 +181,11 @@ class VadTranscriber(Transcriber):
                 by_audio = iter(recs)
                 for row in group:
                     if isinstance(self.prepared.get(row.id), np.ndarray):
-                        self.prepared[row.id] = (self.prepared[row.id], next(by_audio))
+                        rec = next(by_audio)
+                        self.prepared[row.id] = (self.prepared[row.id], rec)
+                        self.speech_seconds[row.id] = sum(e - s for s, e in rec.segments)
+                        while len(self.speech_seconds) > SPEECH_SECONDS_KEPT:
+                            self.speech_seconds.pop(next(iter(self.speech_seconds)))
             yield from group
 
     def _start(self, row: ManifestRow) -> None:
