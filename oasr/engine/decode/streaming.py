@@ -17,9 +17,10 @@ declaration is all a new streaming family adds. The chunk-wise stream policy
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-import torch
+if TYPE_CHECKING:  # the declaration is checked where torch is not imported yet
+    import torch
 
 __all__ = ["StreamSearch", "StreamingSession"]
 
