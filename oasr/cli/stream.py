@@ -127,10 +127,7 @@ def stream_command(
     try:
         writer = FinalsWriter(output) if output else None
         engine = build_engine(run)
-        from oasr.streaming.detector import frame_detector
-
-        detector = frame_detector(vad, vad_model_dir)
-        options = StreamOptions(detector=detector, step_s=step,
+        options = StreamOptions(detector=vad, detector_model_dir=vad_model_dir, step_s=step,
                                 max_step_s=max(step, 5.0) if mic or realtime else step,
                                 language=language, task=task,
                                 endpoint=EndpointConfig(enabled=not no_endpoint),
@@ -187,8 +184,7 @@ def stream_command(
         err(f"error: {exc}", err=True)
         code = 2
     finish()
-    _summary(streams, time.perf_counter() - t0, rec.sample_rate,
-             rec.chunkwise.kind if rec.chunkwise is not None else "re-decode")
+    _summary(streams, time.perf_counter() - t0, rec.sample_rate, rec.policy.kind)
     if code:
         raise typer.Exit(code)
 

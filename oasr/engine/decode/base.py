@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
+from oasr.engine.decode.streaming import check_streaming_session
+
 Consumes = Literal["log_probs", "hidden", "both"]
 
 
@@ -19,6 +21,9 @@ class DecodeStrategy:
         options_cls: the family's options dataclass (``None``: no knobs).
         selective_options: per-request options that change *what* is decoded and that this
             family can act on; anything else of that class is refused at admission.
+        streaming_session: the family's chunk-wise streaming search
+            (``oasr.engine.decode.streaming.StreamingSession`` subclass), ``None``: the family
+            does not stream chunk-wise. Checked when the class is defined.
     """
 
     name: ClassVar[str] = ""
@@ -27,6 +32,11 @@ class DecodeStrategy:
     capability: ClassVar[str | None] = None
     options_cls: ClassVar[type | None] = None
     selective_options: ClassVar[tuple[str, ...]] = ()
+    streaming_session: ClassVar[type | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_streaming_session(cls.__qualname__, cls.__dict__.get("streaming_session"))
 
     def __init__(self, model: Any, options: Any = None, *, tokenizer: Any = None,
                  engine_config: Any = None, feature_config: Any = None) -> None:

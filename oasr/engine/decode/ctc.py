@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
+from oasr.engine.decode.ctc_streaming import CtcStreamingSession
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.request import Request, RequestOutput
@@ -153,6 +154,7 @@ class CtcDecodeStrategy(FrameSyncStrategy):
     capability = "ctc"
     options_cls = CtcOptions
     selective_options: ClassVar[tuple[str, ...]] = ()
+    streaming_session = CtcStreamingSession
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or CtcOptions(), **kwargs)

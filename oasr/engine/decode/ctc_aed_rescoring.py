@@ -60,6 +60,7 @@ class CtcAedRescoringStrategy(CtcDecodeStrategy):
     consumes = "both"
     capability = "ctc_aed_rescoring"
     options_cls = CtcAedRescoringOptions
+    streaming_session = None  # the rescoring pass reads a whole utterance's n-best: not chunk-wise
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or CtcAedRescoringOptions(), **kwargs)

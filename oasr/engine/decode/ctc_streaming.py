@@ -7,14 +7,22 @@ search gives on the whole sequence.
 (tokens, each token's emitting frame and its posterior there, score). Frames are counted
 from the stream's first fed frame. Blank skipping (``blank_skip_threshold < 1``) is not served
 here: it decides per frame from the next frame, which a chunk boundary hides.
+
+``CtcStreamingSession`` is the ``ctc`` family's streaming session (``oasr.engine.decode.
+streaming``): the model's CTC head (``ctc_log_probs``) over a cohort's encoder output, then
+each stream's greedy or prefix-beam search (the family's ``beam_size``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import torch
+
+from oasr.engine.decode.streaming import StreamingSession
 
 NEG_INF = -math.inf
 
@@ -172,3 +180,31 @@ class CtcPrefixBeamStream:
             while n and h[:n] != first[:n]:
                 n -= 1
         return n
+
+
+class CtcStreamingSession(StreamingSession):
+    name = "ctc"
+
+    def __init__(self, strategy: Any) -> None:
+        super().__init__(strategy)
+        model, options = strategy.model, strategy.options
+        if not callable(getattr(model, "ctc_log_probs", None)):
+            raise ValueError(f"{type(model).__name__} has no CTC head (ctc_log_probs); decode "
+                             "it with its own family")
+        if options.blank_skip_threshold < 1.0:
+            raise ValueError("blank_skip_threshold < 1 is not served while streaming (it reads "
+                             "the next frame across a chunk boundary); leave it at 1.0")
+        self.model = model
+        self.blank = strategy.blank
+        self.beam_size = options.beam_size
+
+    def new_search(self) -> CtcGreedyStream | CtcPrefixBeamStream:
+        if self.beam_size <= 1:
+            return CtcGreedyStream(self.blank)
+        return CtcPrefixBeamStream(self.beam_size, self.blank)
+
+    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor,
+             languages: list[str | None]) -> None:
+        lp = self.model.ctc_log_probs(out).float().cpu().numpy()
+        for r, search in enumerate(searches):
+            search.feed(lp[r, :int(out_lens[r])])

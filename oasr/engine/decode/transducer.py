@@ -32,6 +32,7 @@ from oasr.engine.decode.transducer_search import (
     greedy_search,
     modified_beam_search,
 )
+from oasr.engine.decode.transducer_streaming import TransducerStreamingSession
 from oasr.engine.request import Request, RequestOutput
 from oasr.ops.counting import count
 
@@ -71,6 +72,7 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
     capability = "transducer"
     options_cls = TransducerOptions
     selective_options: ClassVar[tuple[str, ...]] = ()
+    streaming_session = TransducerStreamingSession
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or TransducerOptions(), **kwargs)
