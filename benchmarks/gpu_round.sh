@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?models|archs|combo|archs2|final2|final}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -18,6 +18,10 @@ step() {  # step NAME SECONDS CMD...
     tail -n "${TAIL:-6}" "$R/$name.log" | cut -c1-220
 }
 case "$1" in
+baseline)  # every gpu test, with the tracebacks of the failures
+    TAIL=25 step pytest_gpu 420 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    ;;
 models)  # the layers' kernels, every gpu test, the new kernel and the VAD on the long recording
     TAIL=12 step pytest_gpu 260 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
     step gpu_rnn 80 python3 benchmarks/gpu_rnn.py --out "$R/gpu_rnn.json" --data "$K"
