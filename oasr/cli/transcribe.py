@@ -80,7 +80,7 @@ def transcribe_command(
         is_eager=True, callback=_decode_option_help),
     beam_size: int | None = typer.Option(
         None, "--beam-size", help="Beam width: the family's beam_size option (Whisper: 1, "
-                                  "greedy, by default; beam search cannot time words)."),
+                                  "greedy, by default)."),
     max_new_tokens: int | None = typer.Option(
         None, "--max-new-tokens",
         help="Tokens a window may generate (autoregressive families; the model's own limit "
@@ -125,7 +125,7 @@ def transcribe_command(
     word_timestamps: bool | None = typer.Option(
         None, "--word-timestamps/--no-word-timestamps",
         help="Per-word start/end/confidence in the `words` column (default: on when the decode "
-             "family can time words in this configuration, e.g. not under beam search)."),
+             "family can time words in this configuration)."),
     id_column: str | None = typer.Option(None, help="Manifest column holding the row id."),
     audio_column: str | None = typer.Option(None, help="Manifest column holding the audio."),
     text_column: str | None = typer.Option(
