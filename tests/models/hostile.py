@@ -62,13 +62,23 @@ def hostile_pickle(vector: str, root: Path) -> bytes:
     if vector != "import":
         return buf.getvalue()
     # Name the probe module instead of os.system (pickling it here would import it).
-    src, out = zipfile.ZipFile(io.BytesIO(buf.getvalue())), io.BytesIO()
+    return rename_global(buf.getvalue(), "posix.system", f"{PROBE_MODULE}.run")
+
+
+def rename_global(checkpoint: bytes, old: str, new: str) -> bytes:
+    """A ``torch.save`` zip whose pickle names global ``new`` where it named ``old``
+    (``module.name``), for names that cannot be pickled here."""
+    def opcode(dotted: str) -> bytes:
+        module, _, name = dotted.rpartition(".")
+        return f"c{module}\n{name}\n".encode()
+
+    src, out = zipfile.ZipFile(io.BytesIO(checkpoint)), io.BytesIO()
     with zipfile.ZipFile(out, "w") as dst:
         for item in src.infolist():
             data = src.read(item)
             if item.filename.endswith("data.pkl"):
-                assert b"cposix\nsystem\n" in data
-                data = data.replace(b"cposix\nsystem\n", f"c{PROBE_MODULE}\nrun\n".encode())
+                assert opcode(old) in data
+                data = data.replace(opcode(old), opcode(new))
             dst.writestr(item, data)
     return out.getvalue()
 
