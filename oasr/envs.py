@@ -7,6 +7,7 @@ discoverable (``oasr gaps`` prints the values in force).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,16 @@ OASR_LANGUAGE_ID = EnvVar(
     "oasr[multilingual] is installed, else decoder confidence alone) or 'off' (confidence alone).",
 )
 
+OASR_NEMO_MAX_BYTES = EnvVar(
+    "OASR_NEMO_MAX_BYTES",
+    "16G",
+    "The most a .nemo archive may unpack to (its weights, config and tokenizer together): bytes, "
+    "or a number with K, M, G or T (powers of 1024). A member over it is refused by name; raise "
+    "it for a larger model.",
+)
+
 ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_NVCC,
-                           OASR_LANGUAGE_ID)
+                           OASR_LANGUAGE_ID, OASR_NEMO_MAX_BYTES)
 
 
 def language_id_enabled() -> bool:
@@ -77,3 +86,17 @@ def layers_backend() -> str:
 
 def cache_dir() -> Path:
     return Path(OASR_CACHE_DIR.get()).expanduser()
+
+
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?$")
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def nemo_max_bytes() -> int:
+    raw = OASR_NEMO_MAX_BYTES.get()
+    m = _SIZE.match(raw.strip().upper())
+    size = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)]) if m else 0
+    if size <= 0:
+        raise ValueError(f"OASR_NEMO_MAX_BYTES={raw!r} is not a size; use bytes or a number "
+                         "with K, M, G or T, e.g. 32G")
+    return size

@@ -64,6 +64,10 @@ class Registry(Generic[T]):
     def register(self, name: str, obj: T | str | None = None) -> Any:
         """Register ``obj`` (or a lazy ``"module:attr"`` string) under ``name``.
 
+        A lazy string is imported on the first lookup, so it must come from code (a module
+        registering its own entries, an installed entry point), never from a file: names read
+        from checkpoints and bundles are only ever *looked up* in a registry.
+
         Without ``obj`` it returns a decorator, so ``@REGISTRY.register("name")`` works on
         classes and functions.
         """

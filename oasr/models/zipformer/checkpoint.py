@@ -20,7 +20,7 @@ import torch
 
 from oasr.features.spec import FeatureConfig
 from oasr.models.converter import BaseCheckpointConverter, MappedWeights
-from oasr.models.safe_load import load_torch_checkpoint
+from oasr.models.safe_load import UnsafeCheckpointError, load_torch_checkpoint
 from oasr.models.zipformer.config import ZipformerConfig
 from oasr.models.zipformer.converters import model_state_dict
 from oasr.tokenizers.base import TokenizerSpec
@@ -156,6 +156,8 @@ class IcefallZipformerConverter(BaseCheckpointConverter):
             return False
         try:
             state, _ = read_checkpoint(checkpoint_file(path))
+        except UnsafeCheckpointError:
+            raise  # this layout, refused: say why rather than "no format recognises it"
         except Exception:  # noqa: BLE001 - not this format
             return False
         return "encoder_embed.out.weight" in state and any(
