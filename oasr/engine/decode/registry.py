@@ -50,7 +50,7 @@ def build_decode_strategy(name: str, model: Any, options: Any = None,
     cls = DECODE_STRATEGIES.get(name)
     require_capability(model, cls.capability or name)
     if options is None or isinstance(options, dict):
-        options = resolve_options(cls.options_cls, options, kwargs.get("engine_config"))
+        options = resolve_options(cls.options_cls, options)
     return cls(model, options, **kwargs)
 
 
