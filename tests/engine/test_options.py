@@ -53,7 +53,7 @@ def test_bad_values_and_validate():
     ("fused", 1), ("heads", (1, 2.5)), ("heads", 3), ("nbest", 2.0),
 ])
 def test_non_string_values_are_type_checked(key, value):
-    # Before: a Python value passed through unchecked, so beam_size=4.7 built.
+    # A Python value is checked against the annotation as a string is.
     with pytest.raises(ValueError, match=f"decode option {key}=.*expected"):
         resolve_options(FooOptions, {key: value})
 

@@ -23,7 +23,7 @@ DECODE_STRATEGIES.register(
 DECODE_STRATEGIES.register("transducer", "oasr.engine.decode.transducer:TransducerDecodeStrategy")
 # Token-and-duration transducers (Parakeet TDT).
 DECODE_STRATEGIES.register("tdt", "oasr.engine.decode.tdt:TdtDecodeStrategy")
-# paraformer (issue 20)
+# Paraformer's one-pass non-autoregressive decode.
 DECODE_STRATEGIES.register("paraformer", "oasr.engine.decode.paraformer:ParaformerDecodeStrategy")
 
 
