@@ -1,7 +1,10 @@
 """Every environment variable OASR reads, typed and documented in one place.
 
 Read through the accessors below rather than ``os.environ`` so the set stays small and
-discoverable (``oasr gaps`` prints the values in force).
+discoverable: ``oasr gaps`` prints the runtime values in force, docs/architecture.md's table is
+generated from ``ALL``, and ``tests/test_envs.py`` fails when a module of the package, a test
+or a benchmark reads an ``OASR_*`` variable anywhere else. Stdlib only: the CLI's listing paths
+import it without torch.
 """
 
 from __future__ import annotations
@@ -54,8 +57,43 @@ OASR_LANGUAGE_ID = EnvVar(
     "oasr[multilingual] is installed, else decoder confidence alone) or 'off' (confidence alone).",
 )
 
-ALL: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_NVCC,
-                           OASR_LANGUAGE_ID)
+OASR_GPUS_FAKE = EnvVar(
+    "OASR_GPUS_FAKE",
+    "",
+    "Testing only: 'cpu' makes `oasr transcribe --gpus N` start N CPU workers (`--device cpu`, "
+    "no CUDA device visible), so the launcher runs without GPUs. Empty: real GPUs.",
+)
+OASR_WORKER_EVENTS = EnvVar(
+    "OASR_WORKER_EVENTS",
+    "",
+    "Set to '1' by `oasr transcribe --gpus` in each worker it starts: the worker writes JSON "
+    "event lines (start, row, done) on stdout for its parent. Not for users.",
+)
+
+# Development only: read by tests and benchmarks, never by the package.
+OASR_SHARED_DATA = EnvVar(
+    "OASR_SHARED_DATA",
+    "",
+    "Development: the folder of shared real-speech data (librispeech-test-other-70/, "
+    "longform/) the tests and benchmarks read; empty: shared/data beside the repository.",
+)
+OASR_TEST_BUNDLE = EnvVar(
+    "OASR_TEST_BUNDLE",
+    "",
+    "Development: a converted Whisper bundle the real-weights GPU test loads instead of the "
+    "packaged tiny.en.",
+)
+OASR_TEST_AUDIO_NPZ = EnvVar(
+    "OASR_TEST_AUDIO_NPZ",
+    "",
+    "Development: an .npz of int16 clips (ids, lengths, samples) the real-weights GPU test reads "
+    "instead of the shared LibriSpeech audio.",
+)
+
+RUNTIME: tuple[EnvVar, ...] = (OASR_LAYERS_BACKEND, OASR_CACHE_DIR, OASR_CUDA_ARCH, OASR_NVCC,
+                               OASR_LANGUAGE_ID, OASR_GPUS_FAKE, OASR_WORKER_EVENTS)
+DEVELOPMENT: tuple[EnvVar, ...] = (OASR_SHARED_DATA, OASR_TEST_BUNDLE, OASR_TEST_AUDIO_NPZ)
+ALL: tuple[EnvVar, ...] = RUNTIME + DEVELOPMENT
 
 
 def language_id_enabled() -> bool:
@@ -77,3 +115,37 @@ def layers_backend() -> str:
 
 def cache_dir() -> Path:
     return Path(OASR_CACHE_DIR.get()).expanduser()
+
+
+def gpus_fake_cpu() -> bool:
+    """Whether ``--gpus`` workers are faked on the CPU (``OASR_GPUS_FAKE=cpu``)."""
+    value = OASR_GPUS_FAKE.get().strip().lower()
+    if value not in ("", "cpu"):
+        raise ValueError(f"OASR_GPUS_FAKE={value!r}: use 'cpu' or leave it unset")
+    return value == "cpu"
+
+
+def worker_events() -> bool:
+    """Whether this process is a ``--gpus`` worker reporting to its parent."""
+    value = OASR_WORKER_EVENTS.get().strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"OASR_WORKER_EVENTS={value!r}: use '1' or leave it unset")
+    return value == "1"
+
+
+def _optional_path(var: EnvVar) -> Path | None:
+    value = var.get().strip()
+    return Path(value).expanduser() if value else None
+
+
+def shared_data() -> Path | None:
+    """``OASR_SHARED_DATA`` as a path, ``None`` when unset (callers pick their default)."""
+    return _optional_path(OASR_SHARED_DATA)
+
+
+def bundle_under_test() -> Path | None:
+    return _optional_path(OASR_TEST_BUNDLE)
+
+
+def audio_npz_under_test() -> Path | None:
+    return _optional_path(OASR_TEST_AUDIO_NPZ)

@@ -92,7 +92,7 @@ def gaps_command(
     report: dict[str, Any] = ops.gap_report(counts)
     report["compiled_modules"] = compiled_modules()
     report["device"] = device_summary()
-    report["env"] = {v.name: v.get() for v in envs.ALL}
+    report["env"] = {v.name: v.get() for v in envs.RUNTIME}
     if counts is not None:
         report["run"] = {"manifest": run, "limit": limit, "model": model or "default",
                          "dispatch": ops.dispatch_summary(counts)}
