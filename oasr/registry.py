@@ -21,7 +21,8 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "RegistryError", "DuplicateNameError", "UnknownNameError"]
+__all__ = ["Registry", "RegistryError", "DuplicateNameError", "UnknownNameError",
+           "import_target"]
 
 
 class RegistryError(Exception):
@@ -37,7 +38,8 @@ class UnknownNameError(RegistryError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def _import_target(target: str) -> Any:
+def import_target(target: str) -> Any:
+    """``"module:attr"`` -> that attribute (``"module"`` -> the module), imported now."""
     module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, attr) if attr else module
@@ -103,7 +105,7 @@ class Registry(Generic[T]):
                 raise self._unknown(name)
             entry = self._entries[name]
             if isinstance(entry, str):
-                entry = _import_target(entry)
+                entry = import_target(entry)
                 self._entries[name] = entry
             return entry  # type: ignore[return-value]
 

@@ -27,22 +27,6 @@ def compiled_modules() -> dict[str, str]:
     return found
 
 
-def device_summary() -> dict[str, object]:
-    import torch
-
-    if not torch.cuda.is_available():
-        return {"cuda": False, "device": "cpu", "torch": torch.__version__}
-    idx = torch.cuda.current_device()
-    major, minor = torch.cuda.get_device_capability(idx)
-    return {
-        "cuda": True,
-        "device": torch.cuda.get_device_name(idx),
-        "capability": f"sm_{major}{minor}",
-        "torch": torch.__version__,
-        "cuda_version": torch.version.cuda,
-    }
-
-
 def run_workload(manifest: str, model: str, device: str, dtype: str, limit: int,
                  batch_size: int) -> dict[tuple[str, str], int]:
     """Transcribe the first ``limit`` rows of ``manifest`` as ``oasr transcribe`` does (into a
@@ -76,11 +60,9 @@ def gaps_command(
 ) -> None:
     """Show the kernel-gap report: backend, declared gaps, kernels, compiled modules, device;
     with --run, the calls of a short workload by case."""
-    import oasr.kernels.ctc_cuda  # noqa: F401  (their gaps and kernels declare themselves)
-    import oasr.kernels.features_cuda  # noqa: F401
-    import oasr.kernels.paged_attention  # noqa: F401
-    import oasr.kernels.rnn_cuda  # noqa: F401
+    import oasr.kernels  # noqa: F401  (declares the in-tree kernels and their gaps, torch-free)
     from oasr import envs, ops
+    from oasr.cli.device_probe import device_summary
 
     counts = None
     if run is not None:

@@ -18,7 +18,6 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from oasr import ops
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
 from oasr.ops.build import RNN_CUDA
@@ -122,8 +121,3 @@ def recurrent_layers(x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor | None,
         layer_in = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
     return layer_in, torch.stack(h_n), torch.stack(c_n) if c_n else None
 
-
-for _op in _MODES:
-    ops.register_kernel(ops.Kernel(op=_op, fn=recurrent_layers, library=RNN_CUDA,
-                                   source="oasr/csrc/kernels/rnn/rnn_cuda.cu",
-                                   supports=supports))

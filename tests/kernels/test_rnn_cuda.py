@@ -23,7 +23,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 def test_registered_for_the_lstm_op() -> None:
-    impl = ops.registered_kernels()["lstm"]
+    impl = ops.registered_kernels()["lstm"].load()
     assert impl.fn is rnn_cuda.recurrent_layers and impl.library.name == "rnn_cuda"
     lstm = LSTM(3, 4)
     call = (None, None, None, lstm.all_weights, "lstm", 1)
