@@ -49,7 +49,8 @@ def run_workload(manifest: str, model: str, device: str, dtype: str, limit: int,
 def gaps_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     run: str | None = typer.Option(
-        None, "--run", help="A manifest (or audio files/glob): transcribe its first --limit rows "
+        None, "--run", metavar="MANIFEST",
+        help="A manifest (or audio files/glob): transcribe its first --limit rows "
         "and report what that run dispatched."),
     model: str = typer.Option("", "--model", "-m", help="--run: the model (default: the "
                               "packaged Whisper tiny.en)."),
