@@ -32,7 +32,7 @@ OASR_LAYERS_BACKEND = EnvVar(
 )
 OASR_CACHE_DIR = EnvVar(
     "OASR_CACHE_DIR",
-    str(Path.home() / ".cache" / "oasr"),
+    "~/.cache/oasr",
     "Where converted bundles of packaged models and JIT-compiled kernels are cached.",
 )
 
