@@ -23,6 +23,16 @@ class EnvVar:
     def get(self) -> str:
         return os.environ.get(self.name, self.default)
 
+    def choice(self, valid: tuple[str, ...], note: str = "") -> str:
+        """The value, stripped and lower-cased, refused by name unless it is one of ``valid``
+        (``""``: unset)."""
+        value = self.get().strip().lower()
+        if value not in valid:
+            named = " or ".join(repr(v) for v in valid if v)
+            unset = " or leave it unset" if "" in valid else ""
+            raise ValueError(f"{self.name}={value!r}: use {named}{unset}{note}")
+        return value
+
 
 OASR_LAYERS_BACKEND = EnvVar(
     "OASR_LAYERS_BACKEND",
@@ -97,20 +107,11 @@ ALL: tuple[EnvVar, ...] = RUNTIME + DEVELOPMENT
 
 
 def language_id_enabled() -> bool:
-    value = OASR_LANGUAGE_ID.get().strip().lower()
-    if value not in ("auto", "off"):
-        raise ValueError(f"OASR_LANGUAGE_ID={value!r}: use 'auto' or 'off'")
-    return value == "auto"
+    return OASR_LANGUAGE_ID.choice(("auto", "off")) == "auto"
 
 
 def layers_backend() -> str:
-    value = OASR_LAYERS_BACKEND.get().strip().lower()
-    if value not in ("oasr", "torch"):
-        raise ValueError(
-            f"OASR_LAYERS_BACKEND={value!r} is not a backend; use 'oasr' or 'torch' "
-            "(there is no 'auto')"
-        )
-    return value
+    return OASR_LAYERS_BACKEND.choice(("oasr", "torch"), " (there is no 'auto')")
 
 
 def cache_dir() -> Path:
@@ -119,18 +120,12 @@ def cache_dir() -> Path:
 
 def gpus_fake_cpu() -> bool:
     """Whether ``--gpus`` workers are faked on the CPU (``OASR_GPUS_FAKE=cpu``)."""
-    value = OASR_GPUS_FAKE.get().strip().lower()
-    if value not in ("", "cpu"):
-        raise ValueError(f"OASR_GPUS_FAKE={value!r}: use 'cpu' or leave it unset")
-    return value == "cpu"
+    return OASR_GPUS_FAKE.choice(("", "cpu")) == "cpu"
 
 
 def worker_events() -> bool:
     """Whether this process is a ``--gpus`` worker reporting to its parent."""
-    value = OASR_WORKER_EVENTS.get().strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"OASR_WORKER_EVENTS={value!r}: use '1' or leave it unset")
-    return value == "1"
+    return OASR_WORKER_EVENTS.choice(("", "0", "1")) == "1"
 
 
 def _optional_path(var: EnvVar) -> Path | None:

@@ -92,7 +92,8 @@ def _print(report: dict[str, Any], run_line: str | None) -> None:
     console = Console()
     dev = report["device"]
     console.print(f"[bold]backend[/]: {report['backend']}    [bold]device[/]: {dev['device']}"
-                  + (f" ({dev['capability']}, CUDA {dev['cuda_version']})" if dev["cuda"] else ""))
+                  + (f" ({dev['capability']}, CUDA {dev['cuda_version']})" if dev["cuda"]
+                     else f" ({dev['why']})"))
     table = Table(title="declared kernel gaps (in scope, no kernel)")
     for col in ("id", "missing", "fix", "calls"):
         table.add_column(col, overflow="fold")
