@@ -54,7 +54,8 @@ def stream_command(
     realtime: bool = typer.Option(
         False, "--realtime", help="Pace files as a live source instead of as fast as possible."),
     output: str | None = typer.Option(
-        None, "--output", "-o", help="Write finals with words to FILE.jsonl or FILE.parquet."),
+        None, "--output", "-o", metavar="FILE",
+        help="Write finals with words to FILE.jsonl or FILE.parquet."),
     model: str = typer.Option("", "--model", "-m",
                               help="A bundle, checkpoint folder, package or Hub id "
                                    "(default: the packaged Whisper tiny.en)."),
@@ -63,7 +64,7 @@ def stream_command(
     batch_size: int = typer.Option(16, "--batch-size", "-b", help="Rows per encoder batch."),
     decode_method: str | None = typer.Option(None, help="Decode family (default: the model's)."),
     decode_option: list[str] = typer.Option(
-        [], "--decode-option", "-d", help="k=v option of the decode family."),
+        [], "--decode-option", "-d", metavar="K=V", help="k=v option of the decode family."),
     language: str | None = typer.Option(None, help="Language code (multilingual Whisper)."),
     task: str | None = typer.Option(None, help="transcribe or translate (multilingual Whisper)."),
     step: float = typer.Option(1.0, help="Seconds of new audio between two partial decodes."),
@@ -78,7 +79,7 @@ def stream_command(
                                 "weights are installed), energy (an energy gate, no weights) or "
                                 "fsmn (refused: no streaming mode)."),
     vad_model_dir: str | None = typer.Option(
-        None, "--vad-model-dir", help="Folder with the detector's weights."),
+        None, "--vad-model-dir", metavar="DIR", help="Folder with the detector's weights."),
     left_chunks: int | None = typer.Option(
         None, "--left-chunks", help="Chunk-wise models: chunks of left context kept (-1: all; "
                                     "default: the model's)."),

@@ -34,31 +34,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from oasr import ops
 from oasr.features import kaldi, whisper_logmel
 from oasr.features.mel import hann_window, mel_filters
 from oasr.features.spec import FeatureConfig
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.kernels.declarations import FEATURES_LARGE_FFT, MAX_SPECTRUM_BYTES
 from oasr.ops.build import FEATURES_CUDA
 
 __all__ = ["FEATURES_LARGE_FFT", "fbank_cuda", "gap_for", "mfcc_cuda", "supports",
            "whisper_logmel_cuda"]
 
-# The mel kernel keeps one frame's spectrum per warp in shared memory, under the 48 KiB a block
-# gets without opting in (features_cuda.cu's kMaxSharedBytes).
-MAX_SPECTRUM_BYTES = 48 * 1024
 _LOG_NATURAL, _LOG10 = 1, 2
-
-FEATURES_LARGE_FFT = ops.declare_gap(ops.KernelGap(
-    id="features-large-fft",
-    what=f"feature frontends whose spectrum exceeds {MAX_SPECTRUM_BYTES} bytes per frame "
-         "(Kaldi FFTs past 12288 points: frames past 8192 samples, 512 ms at 16 kHz); the torch "
-         "path serves them",
-    fix="oasr/csrc/kernels/features/logmel.cuh: stage the spectrum in chunks, or opt in to more "
-        "shared memory per block",
-))
-
 
 @lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL:
@@ -264,14 +251,7 @@ def whisper_logmel_cuda(waveforms: torch.Tensor, lengths: torch.Tensor,
     return feats, whisper_logmel.feat_lengths(lengths, hop, n_frames)
 
 
-def _supports(waveforms: torch.Tensor, config: FeatureConfig) -> bool:
+def route_supports(waveforms: torch.Tensor, config: FeatureConfig) -> bool:
+    """Ops ``fbank`` / ``mfcc`` / ``whisper_logmel``'s ``supports``: the route sees
+    (waveforms, config)."""
     return gap_for(config) is None
-
-
-for _op, _fn, _native in (("fbank", fbank_cuda, kaldi.fbank_native),
-                          ("mfcc", mfcc_cuda, kaldi.mfcc_native),
-                          ("whisper_logmel", whisper_logmel_cuda,
-                           whisper_logmel.whisper_logmel_native)):
-    ops.register_kernel(ops.Kernel(op=_op, fn=_fn, native=_native, library=FEATURES_CUDA,
-                                   source="oasr/csrc/kernels/features/features_cuda.cu",
-                                   supports=_supports))
