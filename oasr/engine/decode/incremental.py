@@ -95,10 +95,17 @@ class GreedyGroup:
         )
 
     def merge(self, other: GreedyGroup) -> GreedyGroup:
+        # Token buffers widen to the wider group's (rows with forced tokens hold more).
+        width = max(self.out.shape[1], other.out.shape[1])
+
+        def cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]))
+                              for t in (a, b)])
+
         return GreedyGroup(
             self.rows + other.rows, self.state.merge(other.state),
-            torch.cat([self.last, other.last]), torch.cat([self.out, other.out]),
-            torch.cat([self.logp, other.logp]), torch.cat([self.ngen, other.ngen]),
+            torch.cat([self.last, other.last]), cat(self.out, other.out),
+            cat(self.logp, other.logp), torch.cat([self.ngen, other.ngen]),
             torch.cat([self.done, other.done]), torch.cat([self.max_new, other.max_new]),
             min(self.since_check, other.since_check), self.emitted + other.emitted,
         )

@@ -233,6 +233,14 @@ def test_prefix_in_timestamp_mode_follows_a_zero_timestamp(stopping):
                        DecodingOptions(timestamps=True)], max_new_tokens=N)
     assert outs["0"].token_ids[:3] == [ts, 11, 12]
     assert outs["1"].token_ids[0] >= ts  # the rules still open a segment unprefixed
+    # The two modes' rows hold different forced counts, merge into one group and decode as
+    # each does alone.
+    both = [DecodingOptions(timestamps=True, prefix="11 12"), DecodingOptions(prefix="11 12")]
+    audio = _audio(2, 510)
+    together = run_engine(tw.loaded, audio, both, max_new_tokens=N)
+    for i, d in enumerate(both):
+        alone = run_engine(tw.loaded, [audio[i]], [d], max_new_tokens=N)["0"]
+        assert together[str(i)].token_ids == alone.token_ids
 
 
 # -- language probabilities ------------------------------------------------------------------
