@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
+from oasr.engine.decode.encoder_chunks import EncoderChunkOptions
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.request import Request, RequestOutput
@@ -37,7 +38,7 @@ _CTC_SEARCH = route("ctc_prefix_beam", "ctc-beam-width", scope=CUDA,
 
 
 @dataclass
-class CtcOptions:
+class CtcOptions(EncoderChunkOptions):
     beam_size: int = option(10, doc="Prefix beam width: each frame's top beam_size tokens extend "
                                     "the top beam_size prefixes (WeNet's "
                                     "ctc_prefix_beam_search); 1 is the greedy best path.")
