@@ -11,8 +11,9 @@ Here ``oasr convert`` runs on the layout as the fixture says a user would point 
 ``oasr transcribe`` (and ``oasr stream`` for the causal ones) on the same audio files with
 default flags or the recorded ``-d`` options. The text must equal icefall's (``sp.decode``
 with a bpe.model, pretrained.py's symbol join with tokens.txt; leading and trailing spaces
-aside, as every oasr text is stripped), and the token ids, read from the engine the CLI runs
-(``ASREngine`` / ``StreamingRecognizer`` on the same bundle and options), exactly. fp32, CPU.
+aside, as every oasr text is stripped), and the token ids, read from the engine inside those
+very CLI runs (``ASREngine.run``'s outputs; the chunk-wise policy's search at each final),
+exactly. fp32, CPU.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from oasr.cli.app import app
 from tests.helpers.data import SHARED_DATA
+
+# ~30 s on one core: 5 conversions, 20 transcribe and 3 stream runs over 18 s of audio each.
+pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "icefall_zipformer"
 VARIANTS = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").is_file())
@@ -84,45 +87,62 @@ def _decodes(expected: dict[str, Any], command: str) -> list[str]:
     return [k for k, d in expected["decodes"].items() if d["command"] == command]
 
 
-def _engine_token_ids(bundle: Path, flags: list[str], utts: list[str]) -> dict[str, list[int]]:
-    import soundfile as sf
-
-    from oasr.engine.config import EngineConfig
+def _spy_transcribe(monkeypatch) -> dict[str, list[int]]:
+    """Token ids of each row the CLI's engine decodes (``ASREngine.run``'s outputs; the rows
+    are whole utterances, one window each)."""
     from oasr.engine.engine import ASREngine
-    from oasr.engine.request import DecodingOptions, Request
 
-    method, options = _options(flags)
-    engine = ASREngine(EngineConfig(model=str(bundle), device="cpu", dtype="fp32",
-                                    decode_method=method, decode_options=options))
-    for utt in utts:
-        audio, _ = sf.read(_audio(utt), dtype="float32")
-        engine.add_request(Request(utt, audio, DecodingOptions()))
-    outs = {}
-    while engine.has_unfinished():
-        for out in engine.step():
-            outs[out.request_id] = list(out.token_ids)
-    return outs
+    seen: dict[str, list[int]] = {}
+    run = ASREngine.run
+
+    def spy(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        for out in run(self, *args, **kwargs):
+            row, _, window = out.request_id.partition("\x1f")
+            assert window in ("", "w0"), out.request_id
+            seen[row] = list(out.token_ids)
+            yield out
+
+    monkeypatch.setattr(ASREngine, "run", spy)
+    return seen
 
 
-def test_transcribe_equals_icefall_decode(converted, tmp_path) -> None:
+def _spy_stream(monkeypatch) -> dict[int, list[int]]:
+    """Token ids of each stream's final, by stream id (a final's result carries text only:
+    the chunk-wise policy's search is read as the final is made)."""
+    from oasr.streaming.chunkwise import ChunkwisePolicy
+
+    seen: dict[int, list[int]] = {}
+    finalize = ChunkwisePolicy._finalize
+
+    def spy(self, s, st, *args):  # noqa: ANN001, ANN202
+        seen[s.id] = list(st.search.best().tokens)
+        return finalize(self, s, st, *args)
+
+    monkeypatch.setattr(ChunkwisePolicy, "_finalize", spy)
+    return seen
+
+
+def test_transcribe_equals_icefall_decode(converted, tmp_path, monkeypatch) -> None:
     expected, bundle, manifest = converted
+    ids = _spy_transcribe(monkeypatch)
     names = _decodes(expected, "transcribe")
     assert names
     for name in names:
         decode = expected["decodes"][name]
         out = tmp_path / f"{name}.jsonl"
+        ids.clear()
         result = runner.invoke(app, ["transcribe", str(manifest), "-o", str(out), "-f", "jsonl",
                                      "--model", str(bundle), "--no-progress", *decode["flags"]])
         assert result.exit_code == 0, result.output
         rows = {r["id"]: r for r in map(json.loads, out.read_text("utf-8").splitlines())}
         want = {u: r["text"].strip() for u, r in decode["results"].items()}
         assert {u: rows[u]["text"] for u in want} == want, name
-        ids = _engine_token_ids(bundle, decode["flags"], list(want))
         assert ids == {u: r["token_ids"] for u, r in decode["results"].items()}, name
 
 
-def test_stream_equals_icefall_streaming_decode(converted, tmp_path) -> None:
+def test_stream_equals_icefall_streaming_decode(converted, tmp_path, monkeypatch) -> None:
     expected, bundle, _ = converted
+    ids = _spy_stream(monkeypatch)
     names = _decodes(expected, "stream")
     if not names:
         pytest.skip("not causal: icefall has no streaming decode for it")
@@ -130,6 +150,7 @@ def test_stream_equals_icefall_streaming_decode(converted, tmp_path) -> None:
     for name in names:
         decode = expected["decodes"][name]
         out = tmp_path / f"{name}.jsonl"
+        ids.clear()
         result = runner.invoke(app, ["stream", *map(str, map(_audio, utts)), "--model",
                                      str(bundle), "--no-endpoint", "--vad", "energy", "-o",
                                      str(out), *decode["flags"]])
@@ -138,44 +159,6 @@ def test_stream_equals_icefall_streaming_decode(converted, tmp_path) -> None:
         got = {Path(r["source"]).stem: r["text"] for r in rows}
         want = {u: r["text"].strip() for u, r in decode["results"].items()}
         assert got == want, name
-        assert _stream_token_ids(bundle, decode["flags"], utts) == {
+        # streams are opened in the order of the files given
+        assert dict(zip(utts, (ids[k] for k in sorted(ids)))) == {
             u: r["token_ids"] for u, r in decode["results"].items()}, name
-
-
-def _stream_token_ids(bundle: Path, flags: list[str], utts: list[str]) -> dict[str, list[int]]:
-    """The token ids of each stream's final, from the chunk-wise policy the CLI runs (a final's
-    result carries text only: its search is read as the final is made)."""
-    import soundfile as sf
-
-    from oasr.engine.config import EngineConfig
-    from oasr.engine.engine import ASREngine
-    from oasr.streaming import EndpointConfig, StreamingRecognizer, StreamOptions
-    from oasr.streaming.chunkwise import ChunkwisePolicy
-
-    method, options = _options(flags)
-    engine = ASREngine(EngineConfig(model=str(bundle), device="cpu", dtype="fp32",
-                                    decode_method=method, decode_options=options))
-    rec = StreamingRecognizer(engine, StreamOptions(endpoint=EndpointConfig(enabled=False),
-                                                    max_streams=len(utts)))
-    finals: dict[int, list[int]] = {}
-    finalize = ChunkwisePolicy._finalize
-
-    def spy(self, s, st, *args):  # noqa: ANN001, ANN202
-        finals[s.id] = list(st.search.best().tokens)
-        return finalize(self, s, st, *args)
-
-    ChunkwisePolicy._finalize = spy
-    try:
-        streams = {}
-        for utt in utts:
-            audio, sr = sf.read(_audio(utt), dtype="float32")
-            s = rec.create_stream()
-            for piece in np.array_split(audio, max(1, len(audio) // 1600)):  # 0.1 s chunks
-                s.accept_waveform(sr, piece)
-            s.input_finished()
-            streams[utt] = s
-        while any(rec.is_ready(s) for s in streams.values()):
-            rec.decode_streams(list(streams.values()))
-    finally:
-        ChunkwisePolicy._finalize = finalize
-    return {u: finals[s.id] for u, s in streams.items()}
