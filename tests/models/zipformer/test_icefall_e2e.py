@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from oasr.cli.app import app
@@ -122,7 +123,7 @@ def _spy_stream(monkeypatch) -> dict[int, list[int]]:
     return seen
 
 
-def test_transcribe_equals_icefall_decode(converted, tmp_path, monkeypatch) -> None:
+def _check_transcribe(converted, tmp_path, monkeypatch, device: list[str]) -> None:
     expected, bundle, manifest = converted
     ids = _spy_transcribe(monkeypatch)
     names = _decodes(expected, "transcribe")
@@ -132,12 +133,26 @@ def test_transcribe_equals_icefall_decode(converted, tmp_path, monkeypatch) -> N
         out = tmp_path / f"{name}.jsonl"
         ids.clear()
         result = runner.invoke(app, ["transcribe", str(manifest), "-o", str(out), "-f", "jsonl",
-                                     "--model", str(bundle), "--no-progress", *decode["flags"]])
+                                     "--model", str(bundle), "--no-progress", *device,
+                                     *decode["flags"]])
         assert result.exit_code == 0, result.output
         rows = {r["id"]: r for r in map(json.loads, out.read_text("utf-8").splitlines())}
         want = {u: r["text"].strip() for u, r in decode["results"].items()}
         assert {u: rows[u]["text"] for u in want} == want, name
         assert ids == {u: r["token_ids"] for u, r in decode["results"].items()}, name
+
+
+def test_transcribe_equals_icefall_decode(converted, tmp_path, monkeypatch) -> None:
+    # the device is named so that a CUDA machine runs this one on the CPU too (auto: fp16)
+    _check_transcribe(converted, tmp_path, monkeypatch, ["--device", "cpu"])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_transcribe_on_cuda_fp32_equals_icefall_decode(converted, tmp_path, monkeypatch) -> None:
+    """The same decodes on the GPU in fp32: the CUDA fbank kernels (centred frames gathered by
+    ``snip_input``), the encoder and the searches on the device."""
+    _check_transcribe(converted, tmp_path, monkeypatch, ["--device", "cuda", "--dtype", "fp32"])
 
 
 def test_stream_equals_icefall_streaming_decode(converted, tmp_path, monkeypatch) -> None:
@@ -152,8 +167,8 @@ def test_stream_equals_icefall_streaming_decode(converted, tmp_path, monkeypatch
         out = tmp_path / f"{name}.jsonl"
         ids.clear()
         result = runner.invoke(app, ["stream", *map(str, map(_audio, utts)), "--model",
-                                     str(bundle), "--no-endpoint", "--vad", "energy", "-o",
-                                     str(out), *decode["flags"]])
+                                     str(bundle), "--device", "cpu", "--no-endpoint", "--vad",
+                                     "energy", "-o", str(out), *decode["flags"]])
         assert result.exit_code == 0, result.output
         rows = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
         got = {Path(r["source"]).stem: r["text"] for r in rows}

@@ -1,15 +1,15 @@
 """A causal Zipformer transducer streamed through the slot runtime against icefall's streaming
 decode: random weights in icefall's layout (``AsrModel``, causal, one chunk size), converted by
-``model_state_dict``. Upstream drives each stream with its own ``DecodeStream`` (its framing:
-13 + 30 frames of log(1e-10) appended, as icefall's streaming_decode.py sets them, chunks of
-``2 * chunk_size + 13`` frames advancing by ``2 * chunk_size``), ``StreamingEncoderWrapper`` (the embed cache, ``processed_lens`` and its
-mask) and ``streaming_greedy_search``. Ours runs four streams of different lengths with
-staggered starts, skipped steps and a reused slot through ``SlotStreamingBackend`` (one
-batched forward per step) and ``TransducerGreedyStream`` fed chunk by chunk. Every chunk's
-encoder output must match to fp32 tolerance, and the tokens exactly: against icefall's offline
-``greedy_search`` over its own chunked encoder output (our search starts the label history
-as icefall's offline searches do, ``[-1] * (context - 1) + [blank]``, so a streamed
-hypothesis equals the offline one), and, started from icefall's streaming history
+``model_state_dict``. Upstream drives each stream with its own ``DecodeStream`` (its framing: 13
++ 30 frames of log(1e-10) appended, as icefall's streaming_decode.py sets them, chunks of ``2 *
+chunk_size + 13`` frames advancing by ``2 * chunk_size``), ``StreamingEncoderWrapper`` (the
+embed cache, ``processed_lens`` and its mask) and ``streaming_greedy_search``. Ours runs four
+streams of different lengths with staggered starts, skipped steps and a reused slot through
+``SlotStreamingBackend`` (one batched forward per step) and ``TransducerGreedyStream`` fed chunk
+by chunk. Every chunk's encoder output must match to fp32 tolerance, and the tokens exactly:
+against icefall's offline ``greedy_search`` over its own chunked encoder output (our search
+starts the label history as icefall's offline searches do, ``[-1] * (context - 1) + [blank]``,
+so a streamed hypothesis equals the offline one), and, started from icefall's streaming history
 (``[blank] * context``, what its ``DecodeStream`` sets), against ``streaming_greedy_search``."""
 
 from __future__ import annotations
