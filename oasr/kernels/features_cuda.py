@@ -166,8 +166,10 @@ def _kaldi(waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig
 
 
 def _kaldi_prologue(waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig,
-                    p: dict[str, Any]) -> tuple[torch.Tensor, int]:
-    """Shape checks as the torch path's; -> (lengths on the device clamped to [0, T], T')."""
+                    p: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Shape checks as the torch path's; -> (waveforms and lengths in snip_edges form, as the
+    torch path rewrites them (``kaldi.snip_input``: centred frames' samples gathered on the
+    device), T')."""
     if waveforms.dim() != 2:
         raise ValueError(f"waveforms must be (B, T), got shape {tuple(waveforms.shape)}")
     if lengths.shape != (waveforms.shape[0],):
@@ -176,16 +178,18 @@ def _kaldi_prologue(waveforms: torch.Tensor, lengths: torch.Tensor, config: Feat
         )
     span, hop = kaldi.frame_geometry(config)
     kaldi.kaldi_filters(config, p, kaldi.fft_size(span, p), "cpu")  # bad ranges raise, always
+    lengths = lengths.to(device=waveforms.device, dtype=torch.int64).clamp(
+        0, waveforms.shape[1])
+    waveforms, lengths = kaldi.snip_input(waveforms, lengths, span, hop, bool(p["snip_edges"]))
     total = waveforms.shape[1]
-    lengths = lengths.to(device=waveforms.device, dtype=torch.int64).clamp(0, total)
-    return lengths, (total - span) // hop + 1 if total >= span else 0
+    return waveforms, lengths, (total - span) // hop + 1 if total >= span else 0
 
 
 def fbank_cuda(waveforms: torch.Tensor, lengths: torch.Tensor,
                config: FeatureConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """``oasr.features.kaldi.fbank`` on the GPU: the same signature, layout and values."""
     p = kaldi.fbank_params(config)
-    lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
+    waveforms, lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
     span, hop = kaldi.frame_geometry(config)
     batch, n_mels = waveforms.shape[0], config.num_mel_bins
     lead = 1 if p["use_energy"] else 0
@@ -203,7 +207,7 @@ def mfcc_cuda(waveforms: torch.Tensor, lengths: torch.Tensor,
     """``oasr.features.kaldi.mfcc`` on the GPU: the kernels' log-mel and energy, then the torch
     path's DCT."""
     p = kaldi.mfcc_params(config)
-    lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
+    waveforms, lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
     span, hop = kaldi.frame_geometry(config)
     batch, device = waveforms.shape[0], waveforms.device
     mel = _empty((batch, n_out, config.num_mel_bins), dtype=torch.float32, device=device)

@@ -34,6 +34,7 @@ import torch
 from oasr import ops
 from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
 from oasr.engine.decode.ctc_streaming import CtcPrefixBeamStream, CtcStreamingSession
+from oasr.engine.decode.encoder_chunks import EncoderChunkOptions
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.hotwords import ContextGraph, build_context
 from oasr.engine.decode.options import option
@@ -56,7 +57,7 @@ DEFAULT_HOTWORDS_SCORE = 1.5  # sherpa-onnx's default bonus per token
 
 
 @dataclass
-class CtcOptions:
+class CtcOptions(EncoderChunkOptions):
     beam_size: int = option(10, doc="Prefix beam width: each frame's top beam_size tokens extend "
                                     "the top beam_size prefixes (WeNet's "
                                     "ctc_prefix_beam_search); 1 is the greedy best path.")

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from oasr.engine.decode.base import DecodeStrategy, check_contract
+from oasr.engine.decode.encoder_chunks import configure_encoder_chunks
 from oasr.engine.decode.options import resolve_options
 from oasr.models.interfaces import require_capability
 from oasr.registry import Registry
@@ -53,6 +54,7 @@ def build_decode_strategy(name: str, model: Any, options: Any = None,
     require_capability(model, cls.capability or name)
     if options is None or isinstance(options, dict):
         options = resolve_options(cls.options_cls, options)
+    configure_encoder_chunks(model, options)
     return cls(model, options, **kwargs)
 
 

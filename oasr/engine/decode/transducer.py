@@ -26,6 +26,7 @@ import torch
 
 from oasr.engine.decode.alignment import emission_spans, fill_word_timings
 from oasr.engine.decode.ctc import DEFAULT_HOTWORDS_SCORE, ContextCache, mean_posterior
+from oasr.engine.decode.encoder_chunks import EncoderChunkOptions
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.decode.transducer_fused import FusedGreedy
@@ -43,7 +44,7 @@ __all__ = ["TransducerDecodeStrategy", "TransducerOptions"]
 
 
 @dataclass
-class TransducerOptions:
+class TransducerOptions(EncoderChunkOptions):
     beam_size: int = option(1, doc="1: greedy search; > 1: icefall's modified beam search "
                                    "with this many hypotheses (one label per frame).")
     max_sym_per_frame: int = option(1, doc="Greedy only: labels a frame may emit before the "
