@@ -164,6 +164,30 @@ def test_corrupt_rows_are_error_rows_naming_the_row_and_the_problem(bundle, clip
     assert "does not exist" not in rows["empty-bytes"]["error"].split("(and")[0]
 
 
+def test_crafted_headers_in_a_folder_are_error_rows_and_the_rest_transcribe(bundle, clips,
+                                                                           tmp_path):
+    from tests.helpers.audio_mutations import encode, wav_cases
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for k, c in enumerate(clips):
+        (folder / f"good{k}.flac").write_bytes(c.read_bytes())
+    lies = dict(wav_cases("wav", encode("WAV", "PCM_16")))
+    (folder / "tag0.wav").write_bytes(lies["wav byte 20 = 0"])  # FFmpeg: no decoder
+    (folder / "rate1.wav").write_bytes(lies["wav sample rate = 1"])
+    (folder / "ch0.wav").write_bytes(lies["wav channels = 0"])
+    out = tmp_path / "o.parquet"
+    result = cli(bundle, folder, "-o", out)
+    assert result.exit_code == 0, result.output
+    rows = {r["id"]: r for r in rows_of(out)}
+    assert len(rows) == len(clips) + 3
+    assert all(rows[f"good{k}"]["text"] and not rows[f"good{k}"]["error"]
+               for k in range(len(clips)))
+    assert "no decoder for its audio codec" in rows["tag0"]["error"]
+    assert "declares a sample rate of 1 Hz" in rows["rate1"]["error"]
+    assert rows["ch0"]["error"] and rows["ch0"]["text"] is None
+
+
 def test_mp3_resync_notes_do_not_reach_stderr(tmp_path):
     mp3 = Path("/work/shared/data/misc/audio/common_voice_en_22058266.mp3")
     if not mp3.is_file():
