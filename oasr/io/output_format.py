@@ -5,6 +5,7 @@ for these."""
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,16 @@ class OutputRow:
 
 
 def fsync_replace(tmp: Path, final: Path) -> None:
-    """Rename ``tmp`` over ``final`` and make the rename durable (fsync of the folder)."""
+    """Rename ``tmp`` over ``final`` and make the rename durable (fsync of the folder).
+    Never over a device, FIFO or socket: the rename would replace the node itself (as root,
+    ``/dev/null``)."""
+    try:
+        mode = os.lstat(final).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OutputError(f"{final} is not a regular file; oasr never writes over a device, "
+                          "FIFO or socket: choose a file path for the output")
     os.replace(tmp, final)
     try:
         fd = os.open(final.parent, os.O_RDONLY)

@@ -38,6 +38,7 @@ from oasr.io.output_format import (
     OutputRow,
     fsync_replace,
 )
+from oasr.io.output_target import check_output_target
 from oasr.io.stale_temp import remove_stale_temps
 from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
 from oasr.io.transcript_documents import DOCUMENT_RENDERERS
@@ -186,6 +187,7 @@ class SubtitleWriter:
         if not self.single and self.path.exists() and not self.path.is_dir():
             raise OutputError(f"{self.path} exists and is not a folder for {self.ext} files")
         check_output_rows(self.path, fmt, rows)
+        check_output_target(self.path, fmt)
         self.index_path = self.folder / INDEX_NAME
         remove_stale_temps(self.folder, ".")
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
