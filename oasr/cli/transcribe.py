@@ -135,6 +135,10 @@ def transcribe_command(
     limit: int | None = typer.Option(None, help="Transcribe at most this many rows."),
     retry_errors: bool = typer.Option(
         False, help="On resume, run the rows that ended with an error again."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite",
+        help="Start -o over: remove an earlier oasr output there (with its parts and sidecar) "
+             "instead of resuming into it. A file oasr did not write is never replaced."),
     fail_on_error: bool = typer.Option(
         False, help="Exit 1 when any row ended with an error (the output is still written)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
@@ -199,6 +203,10 @@ def transcribe_command(
         plan = _plan_output(inputs, output, fmt, shard_t, limit, id_column, audio_column,
                             text_column, max_cue_chars, max_cue_seconds, cue_gap,
                             decode_option, stdout=output == STDOUT)
+        if output != STDOUT:
+            from oasr.io.output_target import check_output_target
+
+            check_output_target(plan.out_path, fmt, inputs=inputs)
         apply_beam_size(plan.overrides, beam_size)
         if not 0.0 <= no_speech_threshold <= 1.0:
             raise ValueError(f"--no-speech-threshold must be in [0, 1] (1: off), got "
@@ -234,6 +242,13 @@ def transcribe_command(
     except OutputError as exc:
         raise fail(exc) from None
     try:
+        if overwrite:  # under the lock: no other process writes it now
+            from oasr.io.output_target import remove_previous_output
+
+            try:
+                remove_previous_output(plan.out_path, fmt)
+            except OutputError as exc:
+                raise fail(exc) from None
         _run(console, fail, plan, flags, shard_t)
     finally:
         lock.release()
