@@ -377,6 +377,52 @@ def test_a_second_writer_on_one_output_refuses_naming_the_holder(bundle, clips, 
     assert sorted(got) == sorted(f.stem for f in files)
 
 
+# ----------------------------------------------------------------------------- disk full
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_what_is_kept_then_resumes(
+        bundle, clips, tmp_path, monkeypatch):
+    import errno
+
+    import oasr.io
+    from oasr.io import writer as writer_module
+
+    manifest, files = own_files(tmp_path, clips, 10)
+    out = tmp_path / "o.parquet"
+    real_open, real_write = oasr.io.open_writer, writer_module.pq.write_table
+    calls = []
+
+    def small_parts(*args, **kwargs):
+        w = real_open(*args, **kwargs)
+        w.flush_rows = 3  # several parts in a 10-row run
+        return w
+
+    def full_after_one_part(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(*args, **kwargs)
+
+    with monkeypatch.context() as patch:  # not undo(): that also undoes conftest's setenv
+        patch.setattr(oasr.io, "open_writer", small_parts)
+        patch.setattr(writer_module.pq, "write_table", full_after_one_part)
+        result = cli(bundle, manifest, "-o", out, "--quiet", "--no-language-check")
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "Errno" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    parts = Path(f"{out}.parts")
+    assert lines[0] == (
+        f"error: cannot write {parts}/part-000002.parquet: No space left on device; kept: 3 "
+        f"finished rows in 1 part file in {parts}; the 3 rows finished since were not "
+        "written and are redone by a rerun; fix the cause (free space) and rerun the same "
+        "command to resume")
+    kept = part_ids(out)
+    assert len(kept) == 3 and not out.exists()
+    # The rerun resumes: the kept rows are not decoded again (their audio is spoiled now).
+    resume_and_check(bundle, manifest, out, files, spoil=kept)
+
+
 # ----------------------------------------------------------------------------- refused up front
 
 
