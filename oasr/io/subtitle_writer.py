@@ -198,6 +198,7 @@ class SubtitleWriter:
         self._fd: int | None = None
         self._single_id: str | None = None
         self._closed = False
+        self._failed: OutputError | None = None  # the write that failed, reported once
 
     # -------------------------------------------------------------- the index
 
@@ -300,23 +301,35 @@ class SubtitleWriter:
                                                     f"{self._single_id!r}) arrived")
                 )
             self._single_id = row.id
-        self._open_index()
+        if self._failed is not None:
+            raise self._failed
         name = self._name_for(row.id)
         entry: dict[str, Any] = {"id": row.id, "file": name, "error": row.error}
-        if row.error is None:
-            if self.fmt in DOCUMENT_RENDERERS:
-                text, timings = DOCUMENT_RENDERERS[self.fmt](row)
-            else:
-                cues, timings = cues_for_row(row, self.cue_options)
-                text = render(cues, self.fmt)
-            _write_whole(self.folder / name, text)
-            entry["timings"] = timings
-        self._append(entry)
+        target = self.index_path
+        try:
+            self._open_index()
+            if row.error is None:
+                if self.fmt in DOCUMENT_RENDERERS:
+                    text, timings = DOCUMENT_RENDERERS[self.fmt](row)
+                else:
+                    cues, timings = cues_for_row(row, self.cue_options)
+                    text = render(cues, self.fmt)
+                target = self.folder / name
+                _write_whole(target, text)
+                entry["timings"] = timings
+            target = self.index_path
+            self._append(entry)
+        except OSError as err:
+            self._failed = OutputError(
+                f"cannot write {target}: {err.strerror or err}; kept: every {self.ext} file "
+                f"finished before, recorded in {self.index_path}; fix the cause (free space) "
+                "and rerun the same command to resume")
+            raise self._failed from None
         self._load()[name.casefold()] = entry
 
     def flush(self) -> None:
         """Make the index durable (subtitle files are durable once written)."""
-        if self._fd is not None:
+        if self._fd is not None and self._failed is None:
             os.fsync(self._fd)
 
     def _finish(self) -> None:
@@ -325,7 +338,8 @@ class SubtitleWriter:
         self._closed = True
         if self._fd is not None:
             try:
-                os.fsync(self._fd)
+                if self._failed is None:
+                    os.fsync(self._fd)
             finally:
                 os.close(self._fd)
                 self._fd = None
