@@ -495,6 +495,35 @@ def test_a_manifest_without_rows_says_so(bundle, tmp_path, no_engine):
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_a_bad_manifest_fails_in_seconds_having_written_nothing(bundle, clips, tmp_path,
+                                                               no_engine):
+    rows = [{"id": f"u{k}", "audio": str(clips[k % len(clips)])} for k in range(500)]
+    rows[400]["id"] = "u3"
+    out = tmp_path / "o.parquet"
+    for bad, says in ((rows, "duplicate id 'u3':"),
+                      (rows[:10] + [{"id": "x\udc80", "audio": str(clips[0])}],
+                       "line 11: the id 'x\\x80' is not valid Unicode text")):
+        manifest = jsonl(tmp_path / "m.jsonl", bad)
+        start = time.monotonic()
+        result = cli(bundle, manifest, "-o", out)
+        assert result.exit_code == 2, result.output
+        assert says in flat(result.output) and "Traceback" not in result.output
+        assert time.monotonic() - start < 10
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl"]  # nothing written
+
+
+def test_a_file_name_that_is_not_utf8_transcribes_under_a_writable_id(bundle, clips, tmp_path):
+    folder = os.fsencode(tmp_path / "in")
+    os.mkdir(folder)
+    with open(folder + b"/caf\xe9.flac", "wb") as f:
+        f.write(clips[0].read_bytes())
+    out = tmp_path / "o.parquet"
+    result = cli(bundle, os.fsdecode(folder), "-o", out)
+    assert result.exit_code == 0, result.output
+    (row,) = rows_of(out)
+    assert row["id"] == "caf\\xe9" and row["error"] is None and row["text"]
+
+
 # ----------------------------------------------------------------------------- silence
 
 
