@@ -156,8 +156,8 @@ class _NoAudioStream(Exception):
     pass
 
 
-class _NoDecoder(Exception):
-    """FFmpeg found an audio stream but has no decoder for its codec."""
+class _Undecodable(Exception):
+    """FFmpeg found an audio stream it cannot decode; the message says why."""
 
 
 class PyAVReader(NativeReader):
@@ -196,9 +196,13 @@ class PyAVReader(NativeReader):
         self._s = self._c.streams.audio[0]
         cc = self._s.codec_context
         if cc is None:  # a stream FFmpeg demuxes but cannot decode (e.g. format tag 0)
-            raise _NoDecoder(getattr(self._s, "codec_tag", None) or "unknown codec")
+            codec = getattr(self._s, "codec_tag", None) or "unknown"
+            raise _Undecodable(f"no decoder for its audio codec {codec}")
         self.sample_rate = int(cc.sample_rate or self._s.rate or 0)
         self.channels = int(cc.layout.nb_channels) if cc.layout else int(cc.channels)
+        if self.sample_rate <= 0 or self.channels <= 0:
+            # The demuxer was picked by the file name and found no stream parameters.
+            raise _Undecodable("its audio stream has no sample rate or channels")
         self._check_header()
         self._tb = self._s.time_base
         self._origin = self._s.start_time or 0
@@ -363,11 +367,10 @@ def open_reader(source: AudioSource) -> NativeReader:
             f"contains no audio stream (streams: {err})",
             "pass a file with an audio track",
         ) from err
-    except _NoDecoder as err:
+    except _Undecodable as err:
         raise AudioDecodeError(
             label,
-            f"is not a readable audio file (libsndfile: {sf_error}; FFmpeg: no decoder for "
-            f"its audio codec {err})",
+            f"is not a readable audio file (libsndfile: {sf_error}; FFmpeg: {err})",
             FIX_FORMAT,
         ) from err
     except av.FFmpegError as err:
