@@ -196,8 +196,8 @@ class PyAVReader(NativeReader):
         self._s = self._c.streams.audio[0]
         cc = self._s.codec_context
         if cc is None:  # a stream FFmpeg demuxes but cannot decode (e.g. format tag 0)
-            codec = getattr(self._s, "codec_tag", None) or "unknown"
-            raise _Undecodable(f"no decoder for its audio codec {codec}")
+            tag = getattr(self._s, "codec_tag", None)
+            raise _Undecodable("no decoder for its audio codec" + (f" {tag}" if tag else ""))
         self.sample_rate = int(cc.sample_rate or self._s.rate or 0)
         self.channels = int(cc.layout.nb_channels) if cc.layout else int(cc.channels)
         if self.sample_rate <= 0 or self.channels <= 0:

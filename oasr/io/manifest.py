@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from oasr.audio.errors import printable
 from oasr.io.inputs import AUDIO_EXTENSIONS, InputFile, ManifestError, expand_inputs
+from oasr.io.os_reason import reason
 from oasr.io.schema import OUTPUT_COLUMNS, passthrough_name, unify_schemas
 
 __all__ = [
@@ -87,6 +88,11 @@ class ManifestRow:
     passthrough: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     error: str | None = None
+
+    def located(self, message: str) -> str:
+        """``message`` naming this row: prefixed with its source (the manifest line, or the
+        audio file) unless it begins with it already, as a decode error of a file does."""
+        return message if message.startswith(self.source) else f"{self.source}: {message}"
 
 
 def shard_keeps(row_id: str, shard: tuple[int, int] | None) -> bool:
@@ -373,7 +379,8 @@ def _table_schema(unit: InputFile) -> pa.Schema:
         with pa.memory_map(str(unit.path), "r") as src:
             return _open_ipc(src).schema
     except (pa.ArrowException, OSError) as exc:
-        raise ManifestError(f"cannot read {unit.kind} manifest {unit.path}: {exc}") from exc
+        raise ManifestError(f"cannot read {unit.kind} manifest {printable(str(unit.path))}: "
+                            f"{reason(exc, unit.path)}") from exc
 
 
 def _open_ipc(src: Any) -> Any:

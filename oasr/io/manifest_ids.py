@@ -37,6 +37,7 @@ from oasr.io.manifest import (
     shard_keeps,
     source_of,
 )
+from oasr.io.os_reason import reason
 
 __all__ = ["count_rows"]
 
@@ -104,5 +105,6 @@ def count_rows(
                     return total
         except (pa.ArrowException, OSError) as exc:
             raise ManifestError(f"cannot read {unit.kind} manifest "
-                                f"{printable(str(unit.path))}: {exc}") from exc
+                                f"{printable(str(unit.path))}: {reason(exc, unit.path)}"
+                                ) from exc
     return total

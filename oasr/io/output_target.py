@@ -28,6 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oasr.io.os_reason import reason
 from oasr.io.output_format import RECORDING_FORMATS, OutputError
 
 __all__ = [
@@ -230,7 +231,7 @@ def remove_previous_output(path: Path, fmt: str) -> list[Path]:
                 removed.append(target)
     except OSError as err:
         raise OutputError(f"--overwrite: cannot remove the earlier output at {path} "
-                          f"({err.strerror or err}); remove it yourself") from None
+                          f"({reason(err)}); remove it yourself") from None
     return removed
 
 

@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from oasr.io.os_reason import reason
 from oasr.io.output_format import (
     EXTENSIONS,
     RECORDING_FORMATS,
@@ -321,7 +322,7 @@ class SubtitleWriter:
             self._append(entry)
         except OSError as err:
             self._failed = OutputError(
-                f"cannot write {target}: {err.strerror or err}; kept: every {self.ext} file "
+                f"cannot write {target}: {reason(err, target)}; kept: every {self.ext} file "
                 f"finished before, recorded in {self.index_path}; fix the cause (free space) "
                 "and rerun the same command to resume")
             raise self._failed from None

@@ -37,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oasr.io.os_reason import reason
 from oasr.io.output_format import (
     EXTENSIONS,
     FORMATS,
@@ -356,7 +357,7 @@ class OutputWriter:
                         f"{self.parts_dir}")
         if self.path.is_file():
             kept.append(f"the earlier output {self.path} as it was")
-        why = err.strerror or str(err)
+        why = reason(err, where)
         self._failed = OutputError(
             f"cannot write {where}: {why}; kept: {' and '.join(kept) or 'nothing yet'}; "
             f"{lost}; fix the cause (free space) and rerun the same command to resume")

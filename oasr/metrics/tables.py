@@ -173,7 +173,9 @@ def _read_text(path: Path, encoding: str) -> str:
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise TableError(f"{path}: cannot be read ({e.strerror or e})") from None
+        from oasr.io.os_reason import reason
+
+        raise TableError(f"{path}: cannot be read ({reason(e, path)})") from None
     name = "utf-8-sig" if codec.name == "utf-8" else codec.name
     try:
         return data.decode(name)
@@ -201,7 +203,9 @@ def _parquet_rows(path: Path, id_column: str, text_column: str,
     try:
         schema = pq.read_schema(path)
     except (pa.ArrowException, OSError) as e:
-        raise TableError(f"{path}: not a readable Parquet file ({e})") from e
+        from oasr.io.os_reason import reason
+
+        raise TableError(f"{path}: not a readable Parquet file ({reason(e, path)})") from e
     columns = list(schema.names)
     _check_columns(path, columns, id_column, text_column)
     text_type = schema.field(text_column).type

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oasr.io.lock import OutputLock, lock_path
+from oasr.io.os_reason import reason
 from oasr.io.output_format import OutputError, fsync_replace
 from oasr.io.output_target import FINALS, KIND_KEY, check_output_target, write_sidecar
 from oasr.io.stale_temp import remove_stale_temps
@@ -83,7 +84,7 @@ class FinalsWriter:
                 self._fh = self._open_jsonl()
         except OSError as err:
             self._lock.release()
-            raise OutputError(f"cannot open {self.path} for finals: {err.strerror or err}; "
+            raise OutputError(f"cannot open {self.path} for finals: {reason(err)}; "
                               "choose an --output in a writable folder") from None
 
     def _open_jsonl(self) -> Any:
@@ -165,7 +166,7 @@ class FinalsWriter:
 
     def _fail(self, err: OSError, kept: str) -> OutputError:
         self._failed = OutputError(
-            f"cannot write finals to {self.path}: {err.strerror or err}; kept: {kept}; the "
+            f"cannot write finals to {self.path}: {reason(err)}; kept: {kept}; the "
             f"finals after it were not written; fix the cause (free space) and stream again")
         return self._failed
 

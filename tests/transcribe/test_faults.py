@@ -186,6 +186,8 @@ def test_crafted_headers_in_a_folder_are_error_rows_and_the_rest_transcribe(bund
     assert "no decoder for its audio codec" in rows["tag0"]["error"]
     assert "declares a sample rate of 1 Hz" in rows["rate1"]["error"]
     assert rows["ch0"]["error"] and rows["ch0"]["text"] is None
+    for name in ("tag0", "rate1", "ch0"):  # the file is named once, not once per layer
+        assert rows[name]["error"].count(str(folder / f"{name}.wav")) == 1, rows[name]["error"]
 
 
 def test_mp3_resync_notes_do_not_reach_stderr(tmp_path):
