@@ -94,6 +94,14 @@ def _special(path: Path) -> str | None:
     return next((what for test, what in _SPECIAL if test(mode)), None)
 
 
+def _readable_parquet(path: Path) -> bool:
+    try:
+        pq.read_schema(path)
+    except (pa.ArrowException, OSError):
+        return False
+    return True
+
+
 def _parquet_kind(path: Path) -> str | None:
     """The kind a Parquet file's metadata declares; None when it is not ours."""
     try:
@@ -185,7 +193,8 @@ def check_output_target(path: Path, fmt: str, *, inputs: Iterable[str | Path] = 
     if owner is None:
         if fmt == "parquet":
             why = (f"exists and is not an oasr output (its Parquet metadata has no "
-                   f"{KIND_KEY!r} key)")
+                   f"{KIND_KEY!r} key)" if _readable_parquet(path) else
+                   "exists and is not an oasr output (not a readable Parquet file)")
         elif fmt in RECORDING_FORMATS:
             why = f"exists and is not named in {path.parent / _SUBTITLE_INDEX}"
         else:
