@@ -19,6 +19,7 @@ __all__ = [
     "OutputError",
     "OutputRow",
     "fsync_replace",
+    "write_part",
 ]
 
 TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
@@ -82,3 +83,20 @@ def fsync_replace(tmp: Path, final: Path) -> None:
         pass  # some filesystems refuse fsync on a directory; the rename itself has happened
     finally:
         os.close(fd)
+
+
+def write_part(table: Any, final: Path) -> None:
+    """Write the Arrow ``table`` as the Parquet file ``final``, whole or not at all: into
+    ``.<name>.tmp-<pid>`` beside it, fsynced, then renamed (a kill leaves only the temp file,
+    which :mod:`oasr.io.stale_temp` removes later). Raises OSError as the disk does."""
+    import pyarrow.parquet as pq
+
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -47,6 +47,7 @@ from oasr.io.output_format import (
     OutputError,
     OutputRow,
     fsync_replace,
+    write_part,
 )
 from oasr.io.output_target import (
     KIND_KEY,
@@ -325,15 +326,7 @@ class OutputWriter:
                 self._next_part = (int(existing[-1].name[len(_PART_PREFIX) : -8]) + 1
                                    if existing else 1)
             final = self.parts_dir / f"{_PART_PREFIX}{self._next_part:06d}.parquet"
-            tmp = self.parts_dir / f".{final.name}.tmp-{os.getpid()}"
-            try:
-                with open(tmp, "wb") as f:
-                    pq.write_table(table, f)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, final)
-            finally:
-                tmp.unlink(missing_ok=True)
+            write_part(table, final)
         except OSError as err:
             raise self._fail(final or self.parts_dir, err,
                              f"the {len(self._buffer)} rows finished since were not written "

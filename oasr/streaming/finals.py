@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from oasr.io.lock import OutputLock, lock_path
 from oasr.io.os_reason import reason
-from oasr.io.output_format import OutputError, fsync_replace
+from oasr.io.output_format import OutputError, fsync_replace, write_part
 from oasr.io.output_target import FINALS, KIND_KEY, check_output_target, write_sidecar
 from oasr.io.stale_temp import remove_stale_temps
 from oasr.streaming.stream import StreamResult
@@ -139,16 +139,7 @@ class FinalsWriter:
             self.parts_dir.mkdir(parents=True, exist_ok=True)
             parts = self._parts()
             number = int(parts[-1].name[len(_PART):-len(".parquet")]) + 1 if parts else 1
-            final = self.parts_dir / f"{_PART}{number:06d}.parquet"
-            tmp = self.parts_dir / f".{final.name}.tmp-{os.getpid()}"
-            try:
-                with open(tmp, "wb") as f:
-                    pq.write_table(table, f)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, final)
-            finally:
-                tmp.unlink(missing_ok=True)
+            write_part(table, self.parts_dir / f"{_PART}{number:06d}.parquet")
         except OSError as err:
             raise self._fail(err, f"the finals in {self.parts_dir}") from None
         self._buffer.clear()
