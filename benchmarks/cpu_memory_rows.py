@@ -112,11 +112,11 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
-def _run(manifest: Path, out: Path, model: str, batch: int | None,
-         threads: int | None) -> dict:
+def _run(manifest: Path, out: Path, model: str, args: argparse.Namespace) -> dict:
+    batch, threads = args.batch_size, args.threads
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "oasr.cli.app", "transcribe", str(manifest), "-o", str(out),
-           "--model", model, "--no-progress", "--device", "cpu"]
+           "--model", model, "--no-progress", "--device", args.device]
     if batch is not None:
         cmd += ["--batch-size", str(batch)]
     if threads is not None:
@@ -156,6 +156,9 @@ def main() -> None:
                     help="silence: every row is read, checked and written but none reaches "
                          "the engine (what grows around the model, at a fraction of the time); "
                          "librispeech: each row a whole real utterance (see above)")
+    ap.add_argument("--device", default="cpu",
+                    help="--device of the command: cuda measures the host memory of the GPU "
+                         "path (the rows, the writer, the prefetch) at sizes a CPU cannot reach")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
@@ -176,7 +179,7 @@ def main() -> None:
             else:
                 manifest = _manifest(tmp / f"m{n}.jsonl", clip, n)
             out = tmp / f"out{n}.parquet"
-            r = {"rows": n, **_run(manifest, out, model, args.batch_size, args.threads)}
+            r = {"rows": n, **_run(manifest, out, model, args)}
             import pyarrow.parquet as pq
 
             assert pq.ParquetFile(out).metadata.num_rows == n
@@ -187,7 +190,8 @@ def main() -> None:
         args.json.write_text(json.dumps({"model": args.model, "clip": args.clip,
                                          "clip_s": None if clip is None else CLIP_SECONDS,
                                          "batch_size": args.batch_size,
-                                         "threads": args.threads, "results": results},
+                                         "threads": args.threads, "device": args.device,
+                                         "results": results},
                                         indent=2) + "\n")
 
 
