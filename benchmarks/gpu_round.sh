@@ -83,12 +83,11 @@ final2)  # the product path after the input/alignment work, and the new streamin
     TAIL=6 step conditioning 90 python3 benchmarks/longform_conditioning.py \
         "$R/gpu_longform_conditioning.json" --device cuda
     ;;
-merged)  # after a wave of merges: every gpu test first, then host memory at scale, the product path
+merged)  # after a wave of merges: every gpu test first, then host memory at scale
     TAIL=40 step pytest_gpu 330 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests
     TAIL=5 step memory_rows 200 python3 benchmarks/cpu_memory_rows.py --clip librispeech \
         --model default --device cuda --sizes 100 1000 10000 --json "$R/gpu_memory_rows.json"
-    TAIL=30 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
