@@ -114,7 +114,8 @@ def _rss_mb(pid: int) -> float | None:
 
 def _run(manifest: Path, out: Path, model: str, args: argparse.Namespace) -> dict:
     batch, threads = args.batch_size, args.threads
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "oasr.cli.app", "transcribe", str(manifest), "-o", str(out),
            "--model", model, "--no-progress", "--device", args.device]
     if batch is not None:

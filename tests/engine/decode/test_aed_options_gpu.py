@@ -55,9 +55,13 @@ def test_graphed_paged_path_honours_every_option_as_eager_dense():
     eager = _run(_engine(kv_storage="dense", decode_options={"use_step_graphs": False},
                          **config), OPTIONS)
     assert ours == eager
-    # The CPU decodes the same (fp32; a near tie could differ, none does on these rows).
+    # The CPU decodes the same deterministic rows (fp32; a near tie could differ, none does on
+    # these rows). A sampled row draws from the device's own generator: CUDA's and the CPU's
+    # streams differ for one seed, so it is compared graphed against eager above only.
     cpu = _run(_engine(device="cpu", max_batch_size=4, max_new_tokens=24), OPTIONS)
-    assert ours == cpu
+    sampled = {str(i) for i, o in enumerate(OPTIONS) if o.temperature > 0}
+    assert sampled and {k: v for k, v in ours.items() if k not in sampled} == {
+        k: v for k, v in cpu.items() if k not in sampled}
 
 
 @pytest.mark.gpu

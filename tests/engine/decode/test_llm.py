@@ -3,6 +3,7 @@ option refusals, merged groups, and (CUDA) decoder-step graphs equal to eager st
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -35,7 +36,7 @@ def _run(loaded, decodings, feats, lens, max_new=10, device="cpu", kv_storage="a
     strategy = LlmDecodeStrategy(model, LlmOptions(**opts), tokenizer=loaded.tokenizer,
                                  engine_config=EngineConfig(max_new_tokens=max_new,
                                                             kv_storage=kv_storage))
-    requests = [Request(f"r{i}", feats.new_zeros(160).numpy(), d or DecodingOptions())
+    requests = [Request(f"r{i}", np.zeros(160, np.float32), d or DecodingOptions())
                 for i, d in enumerate(decodings)]
     for r in requests:
         strategy.validate_options(r.decoding)
@@ -112,7 +113,7 @@ def test_a_group_prefilled_later_merges_and_decodes_the_same(loaded):
     outs = []
     with torch.no_grad():
         for half in (slice(0, 2), slice(2, 4)):
-            reqs = [Request(f"r{i}", feats.new_zeros(160).numpy(), DecodingOptions())
+            reqs = [Request(f"r{i}", np.zeros(160, np.float32), DecodingOptions())
                     for i in range(half.start, half.stop)]
             audio, audio_lens = model.encode_offline(feats[half], lens[half])
             strategy.begin_offline(reqs, audio, audio_lens)
@@ -187,7 +188,7 @@ def test_sampled_and_greedy_steps_do_not_sync_on_cuda(loaded, kv_storage):
         engine_config=EngineConfig(max_new_tokens=32, kv_storage=kv_storage))
     decodings = [DecodingOptions(temperature=1.2, top_k=10, top_p=0.9, seed=3), None,
                  DecodingOptions(temperature=0.8, seed=4), None]
-    requests = [Request(f"r{i}", feats.new_zeros(160).numpy(), d or DecodingOptions())
+    requests = [Request(f"r{i}", np.zeros(160, np.float32), d or DecodingOptions())
                 for i, d in enumerate(decodings)]
     try:
         with torch.no_grad():
