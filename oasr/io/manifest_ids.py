@@ -27,13 +27,13 @@ from oasr.io.inputs import InputFile, ManifestError
 from oasr.io.manifest import (
     _ROW_BITS,
     ColumnMap,
+    ColumnPlan,
     _check_shard,
     _jsonl_entries,
-    _Plan,
     _prepare,
-    _row_id,
     _table_batches,
     duplicate_id,
+    row_id_of,
     shard_keeps,
     source_of,
 )
@@ -44,7 +44,7 @@ __all__ = ["count_rows"]
 _ID_BATCH_ROWS = 1 << 16
 
 
-def _unit_ids(unit: InputFile, plan: _Plan | None,
+def _unit_ids(unit: InputFile, plan: ColumnPlan | None,
               columns: ColumnMap) -> Iterator[tuple[int, str]]:
     """(position, id) of every row of one input, numbered and named as iter_manifest does."""
     if unit.kind == "audio":
@@ -68,7 +68,7 @@ def _unit_ids(unit: InputFile, plan: _Plan | None,
     start = 0
     for batch in _table_batches(unit, _ID_BATCH_ROWS, columns=[plan.id]):
         for k, value in enumerate(batch.column(0).to_pylist()):
-            yield start + k, _row_id(plan, value, stem, start + k)[0]
+            yield start + k, row_id_of(plan, value, stem, start + k)[0]
         start += batch.num_rows
 
 
