@@ -1,0 +1,33 @@
+"""Parakeet CTC / RNN-T / TDT, end to end: the transformers 5 folders under
+``tests/fixtures/parakeet/`` (``save_pretrained`` of the model and of its processor, a
+SentencePiece tokenizer converted by transformers' own ``ParakeetConverter``; ``make.py``)
+through ``oasr convert`` and ``oasr transcribe`` with default flags, against transformers'
+documented recipe on the same clips (processor, ``generate``, ``batch_decode``): text and token
+ids equal."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.upstream_e2e import (
+    FIXTURES,
+    assert_matches,
+    convert,
+    engine_token_ids,
+    load_expected,
+    require_audio,
+    transcribe,
+)
+
+EXPECTED = load_expected("parakeet")
+
+
+@pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
+def test_convert_and_transcribe_equal_transformers(variant, tmp_path, monkeypatch):
+    require_audio()
+    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
+    bundle = tmp_path / "bundle"
+    head = variant.split("_")[0]
+    assert f"parakeet_{head}/huggingface" in convert(FIXTURES / "parakeet" / variant, bundle)
+    rows = transcribe(bundle, tmp_path)
+    assert_matches(EXPECTED["variants"][variant]["greedy"], rows, engine_token_ids(bundle))
