@@ -46,6 +46,8 @@ _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _PART_PACKAGE = re.compile(r"^(?P<prefix>.+)_part(?P<n>\d+)$")
 _SEARCH_DEPTH = 3
 _MANIFEST = ".oasr_source.json"
+# Checkpoint layouts shipped as one file (a NeMo ``.nemo`` tar), handed to the converters as is.
+SINGLE_FILE_SUFFIXES = (".nemo",)
 
 
 class SourceNotFoundError(FileNotFoundError):
@@ -62,7 +64,7 @@ def resolve_source(
     """The local folder ``src`` stands for.
 
     Args:
-        src: a folder, an installed package name, a split-package prefix or name, or a Hub id.
+        src: a folder, a single-file checkpoint (``.nemo``), an installed package name, a split-package prefix or name, or a Hub id.
         cache_dir: where joined split packages go (default: ``envs.cache_dir() / "sources"``).
         hub_cache_dir: the Hugging Face Hub cache (default: huggingface_hub's, i.e.
             ``HF_HUB_CACHE``).
@@ -73,6 +75,8 @@ def resolve_source(
     """
     path = Path(src).expanduser()
     if path.is_dir():
+        return path.resolve()
+    if path.is_file() and path.suffix in SINGLE_FILE_SUFFIXES:
         return path.resolve()
     if path.exists():
         raise SourceNotFoundError(f"{src} is a file; pass the folder that holds the model")

@@ -3,7 +3,8 @@
 SentencePiece tokenizer converted by transformers' own ``ParakeetConverter``; ``make.py``)
 through ``oasr convert`` and ``oasr transcribe`` with default flags, against transformers'
 documented recipe on the same clips (processor, ``generate``, ``batch_decode``): text and token
-ids equal."""
+ids equal. The same models as ``.nemo`` archives (NeMo's layout, from which transformers'
+conversion writes those folders) convert and transcribe to the same outputs."""
 
 from __future__ import annotations
 
@@ -22,12 +23,14 @@ from tests.helpers.upstream_e2e import (
 EXPECTED = load_expected("parakeet")
 
 
+@pytest.mark.parametrize("layout", ["huggingface", "nemo"])
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
-def test_convert_and_transcribe_equal_transformers(variant, tmp_path, monkeypatch):
+def test_convert_and_transcribe_equal_transformers(variant, layout, tmp_path, monkeypatch):
     require_audio()
     monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
     bundle = tmp_path / "bundle"
     head = variant.split("_")[0]
-    assert f"parakeet_{head}/huggingface" in convert(FIXTURES / "parakeet" / variant, bundle)
+    src = FIXTURES / "parakeet" / (variant if layout == "huggingface" else f"{variant}.nemo")
+    assert f"parakeet_{head}/{layout}" in convert(src, bundle)
     rows = transcribe(bundle, tmp_path)
     assert_matches(EXPECTED["variants"][variant]["greedy"], rows, engine_token_ids(bundle))
