@@ -64,7 +64,8 @@ def resolve_source(
     """The local folder ``src`` stands for.
 
     Args:
-        src: a folder, a single-file checkpoint (``.nemo``), an installed package name, a split-package prefix or name, or a Hub id.
+        src: a folder, a single-file checkpoint (``.nemo``), an installed package name, a
+            split-package prefix or name, or a Hub id.
         cache_dir: where joined split packages go (default: ``envs.cache_dir() / "sources"``).
         hub_cache_dir: the Hugging Face Hub cache (default: huggingface_hub's, i.e.
             ``HF_HUB_CACHE``).
