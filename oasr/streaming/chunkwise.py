@@ -270,14 +270,15 @@ class ChunkwisePolicy:
 
     def _finalize(self, s: Stream, st: _State, end_sample: int, rule: int | None) -> None:
         words = self._words(s, st)
-        text = self._text(st.search.best().tokens)
+        tokens = list(st.search.best().tokens)
+        text = self._text(tokens)
         start = s.utterance_start / s.sample_rate
         end_s = end_sample / s.sample_rate
         s.words = words
         s.final = StreamResult(
             committed=text, partial="", words=words, is_final=True,
             start=words[0].start if words else start, end=words[-1].end if words else end_s,
-            segment=s.segment, endpoint_rule=rule)
+            segment=s.segment, endpoint_rule=rule, token_ids=tokens)
         s.final_end = end_sample
         st.search.reset()
         st.utt_frame0 = st.frames_out

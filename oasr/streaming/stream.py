@@ -68,7 +68,9 @@ class StreamResult:
 
     committed: text that will not change; partial: the uncommitted tail of the latest decode;
     words: the committed words with start/end on the stream's clock (seconds); start / end: the
-    utterance's span on that clock; is_final: the utterance ended (an endpoint, or the input).
+    utterance's span on that clock; is_final: the utterance ended (an endpoint, or the input);
+    token_ids: a final's token ids where the streaming path decodes tokens itself (chunk-wise
+    models), else None.
     """
 
     committed: str = ""
@@ -79,6 +81,7 @@ class StreamResult:
     end: float = 0.0
     segment: int = 0
     endpoint_rule: int | None = None
+    token_ids: list[int] | None = None
 
     @property
     def text(self) -> str:
