@@ -19,7 +19,7 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from oasr.streaming.detector import frame_detector
+from oasr.streaming.detector import build_pool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "longform"
 if not DATA.is_dir():
@@ -27,12 +27,12 @@ if not DATA.is_dir():
 
 
 def classify(name: str, audio: np.ndarray, sr: int) -> tuple[np.ndarray, int, float]:
-    det = frame_detector(name)(sr)
-    fs = det.frame_samples
+    pool = build_pool(name, sr)  # what ``oasr stream --vad NAME`` runs, one stream
+    pool.open(0)
+    fs = pool.frame_samples
     n = len(audio) // fs
     t0 = time.perf_counter()
-    probs = np.concatenate([det.speech_probability(audio[a * fs:min(a + 500, n) * fs]
-                                                   .reshape(-1, fs))
+    probs = np.concatenate([pool.probabilities({0: audio[a * fs:min(a + 500, n) * fs]})[0]
                             for a in range(0, n, 500)])
     return probs >= 0.5, fs, time.perf_counter() - t0
 

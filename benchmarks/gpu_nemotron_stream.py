@@ -110,11 +110,11 @@ def sync(device: str) -> None:
 def run(engine, audios: list[np.ndarray], n: int, rounds: int, warmup: int,
         device: str) -> dict:
     from oasr.streaming import StreamingRecognizer, StreamOptions
-    from oasr.streaming.endpoint import EndpointConfig
+    from oasr.vad.endpointer import EndpointConfig
 
     opts = StreamOptions(endpoint=EndpointConfig(enabled=False), max_streams=n)
     rec = StreamingRecognizer(engine, opts)
-    pol = rec.chunkwise
+    pol = rec.policy
     hop = pol.hop
     chunk_samples = pol.stride * hop
     streams = [rec.create_stream() for _ in range(n)]
@@ -126,8 +126,8 @@ def run(engine, audios: list[np.ndarray], n: int, rounds: int, warmup: int,
             take = chunk_samples if r else pol.geometry.first_window * hop + 256
             s.accept_waveform(SR, a[pos[i]:pos[i] + take])
             pos[i] += take
-        while any(pol.is_ready(s) for s in streams):
-            ready = sum(1 for s in streams if pol.is_ready(s))
+        while any(rec.is_ready(s) for s in streams):
+            ready = sum(1 for s in streams if rec.is_ready(s))
             sync(device)
             t0 = time.perf_counter()
             rec.decode_streams(streams)
@@ -135,8 +135,8 @@ def run(engine, audios: list[np.ndarray], n: int, rounds: int, warmup: int,
             if r >= warmup:
                 lat.append(time.perf_counter() - t0)
                 cohorts.append(ready)
-    tokens = [len(pol.states[s.id].search.best().tokens) for s in streams]
-    frames = [pol.states[s.id].frames_out for s in streams]
+    tokens = [len(s.state.search.best().tokens) for s in streams]
+    frames = [s.state.frames_out for s in streams]
     for s in streams:
         rec.close(s)
     chunk_s = chunk_samples / SR

@@ -163,7 +163,9 @@ def run_whisper(audios: list[np.ndarray], n: int, seconds: float, device: str,
                 model: str) -> dict:
     from oasr.engine.config import EngineConfig
     from oasr.engine.engine import ASREngine
-    from oasr.streaming import StreamingRecognizer, StreamOptions, redecode
+    from oasr.streaming import StreamingRecognizer, StreamOptions
+    from oasr.streaming.detector import detect
+    from oasr.streaming.redecode import next_job
 
     engine = ASREngine(EngineConfig(model=model, device=device, max_batch_size=max(16, n)))
     rec = StreamingRecognizer(engine, StreamOptions(step_s=1.0, max_step_s=5.0))
@@ -185,7 +187,8 @@ def run_whisper(audios: list[np.ndarray], n: int, seconds: float, device: str,
             if upto > st["fed"]:
                 st["s"].accept_waveform(SR, st["a"][st["fed"]:upto])
                 st["fed"] = upto
-        jobs = [(st, redecode.next_job(st["s"])) for st in streams]
+        detect([st["s"] for st in streams])  # the endpoints the jobs depend on
+        jobs = [(st, next_job(st["s"])) for st in streams]
         jobs = [(st, j) for st, j in jobs if j is not None]
         if not jobs:
             time.sleep(0.005)

@@ -51,6 +51,19 @@ def test_build_decode_strategy_checks_capability_at_construction():
         capability = "aed"
         incremental = True
 
+        def begin_offline(self, requests, enc, enc_lens):
+            return None
+
+        def advance(self, budget):
+            return []
+
+        def has_pending(self):
+            return False
+
+        @property
+        def active_rows(self):
+            return 0
+
     try:
         strat = build_decode_strategy("test-aed", _AedModel())
         assert isinstance(strat, TestAed) and strat.name == "test-aed"

@@ -1,13 +1,20 @@
-"""``oasr transcribe``: offline batch transcription of manifests, files and folders."""
+"""``oasr transcribe``: offline batch transcription of manifests, files and folders.
+
+The command's parameters split in two: the run options (:class:`RunOptions`, shared with the
+API and the Ray actors, set up by :class:`~oasr.transcribe.session.TranscriptionSession`) and
+what only a command line has (:class:`CliRun`: inputs, output file, reporting, spreading).
+"""
 
 from __future__ import annotations
 
-import json
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import typer
+
+from oasr.transcribe.options import OptionsError, RunOptions
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -36,6 +43,7 @@ def _decode_option_help(values: list[str] | None) -> list[str] | None:
 
 
 def transcribe_command(
+    ctx: typer.Context,
     inputs: list[str] = typer.Argument(
         ..., help="Parquet/Arrow/JSONL manifests, audio files, folders or globs."),
     output: str = typer.Option(
@@ -65,14 +73,18 @@ def transcribe_command(
              "per halving of the free memory, at least 16)."),
     decode_method: str | None = typer.Option(
         None, help="Decode family (default: the model's own, e.g. aed for Whisper)."),
-    decode_option: list[str] = typer.Option(
+    decode_options: list[str] = typer.Option(
         [], "--decode-option", "-d",
         help="k=v option of the decode family, typed from its options (e.g. beam_size=4); "
              "`-d help` lists every family's options with their defaults.",
         is_eager=True, callback=_decode_option_help),
     beam_size: int | None = typer.Option(
         None, "--beam-size", help="Beam width: the family's beam_size option (Whisper: 1, "
-                                  "greedy, by default; beam search cannot time words)."),
+                                  "greedy, by default)."),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens",
+        help="Tokens a window may generate (autoregressive families; the model's own limit "
+             "still applies). Default: scaled with the window's audio, 12 a second."),
     temperature: str = typer.Option(
         "0", "--temperature",
         help="Sampling temperature, or Whisper's fallback schedule as a comma list (faster-"
@@ -97,6 +109,9 @@ def transcribe_command(
              "after a window kept above temperature 0.5 or one that repeats itself). Default: "
              "on for Whisper (0.5-0.6 WER points better on the shared 9.5-min recording, "
              "docs/decoding.md), off for models that take no prompt."),
+    prompt_reset_on_temperature: float = typer.Option(
+        0.5, help="With --condition-on-previous-text: a window kept above this temperature "
+                  "does not prompt the next."),
     seed: int = typer.Option(0, help="Seed of sampled decodes (temperature > 0): reruns match."),
     threads: int | None = typer.Option(
         None, "--threads", help="CPU threads for torch (torch.set_num_threads)."),
@@ -110,7 +125,7 @@ def transcribe_command(
     word_timestamps: bool | None = typer.Option(
         None, "--word-timestamps/--no-word-timestamps",
         help="Per-word start/end/confidence in the `words` column (default: on when the decode "
-             "family can time words in this configuration, e.g. not under beam search)."),
+             "family can time words in this configuration)."),
     id_column: str | None = typer.Option(None, help="Manifest column holding the row id."),
     audio_column: str | None = typer.Option(None, help="Manifest column holding the audio."),
     text_column: str | None = typer.Option(
@@ -135,9 +150,17 @@ def transcribe_command(
     limit: int | None = typer.Option(None, help="Transcribe at most this many rows."),
     retry_errors: bool = typer.Option(
         False, help="On resume, run the rows that ended with an error again."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite",
+        help="Start -o over: remove an earlier oasr output there (with its parts and sidecar) "
+             "instead of resuming into it. A file oasr did not write is never replaced."),
     fail_on_error: bool = typer.Option(
         False, help="Exit 1 when any row ended with an error (the output is still written)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: str = typer.Option(
+        "auto", "--progress",
+        help="auto (a bar on a terminal, else log lines), bar, log (a line every 30 s on "
+             "stderr: rows, audio, RTFx, ETA) or none."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="The same as --progress none."),
     language_check: bool = typer.Option(
         True, "--language-check/--no-language-check",
         help="English-only models: warn per row when the audio looks like another language "
@@ -149,6 +172,19 @@ def transcribe_command(
                      "(finish_reason no_speech)."),
     vad_model_dir: str | None = typer.Option(
         None, help="Folder with the detector's weights (default: its installed package)."),
+    vad_threshold: float | None = typer.Option(
+        None, help="--vad: speech probability that opens a segment (default: the detector's, "
+                   "0.5 for silero)."),
+    vad_neg_threshold: float | None = typer.Option(
+        None, help="--vad: probability below which speech ends (default: threshold - 0.15)."),
+    vad_min_speech_ms: float | None = typer.Option(
+        None, help="--vad: shorter speech is dropped (default 250)."),
+    vad_min_silence_ms: float | None = typer.Option(
+        None, help="--vad: a shorter pause does not split speech (default 160)."),
+    vad_speech_pad_ms: float | None = typer.Option(
+        None, help="--vad: audio kept on each side of a speech segment (default 400)."),
+    vad_max_segment_s: float | None = typer.Option(
+        None, help="--vad: longer speech is split (default and most: the model's window)."),
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row.
 
@@ -156,90 +192,149 @@ def transcribe_command(
     error rows, or inputs holding no rows at all; 2 a bad flag, input or output (nothing
     decoded); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), finished rows kept.
     """
-    flags = SimpleNamespace(**locals())
+    run_cli(ctx.params)
+
+
+@dataclass
+class CliRun:
+    """What the command line adds to :class:`RunOptions`: where rows come from and go, how
+    the run reports, and how it is spread (``--gpus``, ``--ray``). Field names are the
+    command's parameter names."""
+
+    inputs: list[str]
+    output: str
+    fmt: str | None = None
+    max_cue_chars: int = 42
+    max_cue_seconds: float = 7.0
+    cue_gap: float = 0.6
+    id_column: str | None = None
+    audio_column: str | None = None
+    text_column: str | None = None
+    shard: str | None = None
+    limit: int | None = None
+    retry_errors: bool = False
+    overwrite: bool = False
+    fail_on_error: bool = False
+    progress: str = "auto"
+    no_progress: bool = False
+    quiet: bool = False
+    gpus: str | None = None
+    ray: str | None = None
+    ray_actors: int | None = None
+    ray_gpus: float | None = None
+    ray_cpus: float | None = None
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> CliRun:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in params.items() if k in names})
+
+    @property
+    def columns(self) -> Any:
+        from oasr.io import ColumnMap
+
+        return ColumnMap(id=self.id_column, audio=self.audio_column, text=self.text_column)
+
+
+def run_options(params: dict[str, Any]) -> RunOptions:
+    """The command's parameters that are run options, as :class:`RunOptions`."""
+    names = RunOptions.flat_names()
+    return RunOptions.from_flat(**{k: v for k, v in params.items() if k in names})
+
+
+def run_cli(params: dict[str, Any]) -> None:
+    """``oasr transcribe`` from its parsed parameters (``ctx.params``)."""
     from rich.console import Console
     from rich.markup import escape
 
-    from oasr.cli.decoding_flags import apply_beam_size, parse_temperatures, set_threads
     from oasr.cli.transcribe_checks import FlagError, check_flags
+    from oasr.cli.transcribe_view import progress_mode
     from oasr.io import ManifestError, OutputError
     from oasr.io.format_choice import STDOUT, infer_format
-    from oasr.transcribe.fallback import TemperatureFallback
 
     console = Console(stderr=True)
-    if quiet:
-        flags.progress = False
-    if gpus is not None:
-        _launch_workers(console, output, gpus, flags)
+    cli = CliRun.from_params(params)
+    if cli.quiet or cli.no_progress:
+        cli.progress = "none"
+
+    def fail(exc: Exception, code: int = 2) -> typer.Exit:
+        # A KeyError's str() is its repr; the message is its argument.
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        if isinstance(exc, OptionsError):
+            text = exc.for_cli()
+        # escaped: "pip install 'oasr[multilingual]'" is not rich markup
+        console.print(f"[red]error:[/] {escape(str(text))}", soft_wrap=True, highlight=False)
+        return typer.Exit(code)
+
+    try:
+        run = run_options(params).validate()
+        cli.progress = progress_mode(cli.progress, console)
+    except (OptionsError, ValueError) as exc:
+        raise fail(exc) from None
+    if cli.gpus is not None:
+        _launch_workers(console, cli)
         return
-    if ray is not None:
+    if cli.ray is not None:
         from oasr.cli.transcribe_ray import run_ray
 
-        run_ray(console, flags)
+        run_ray(console, cli, run)
         return
     # This process's own transcribe hands pyarrow no pandas objects (Ray's driver, above, may):
     # answered before the first conversion, it saves the 0.5 s pandas import at start-up.
     from oasr.io.pandas_probe import answer_no_pandas
 
     answer_no_pandas()
-
-    def fail(exc: Exception, code: int = 2) -> typer.Exit:
-        # A KeyError's str() is its repr; the message is its argument.
-        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        # escaped: "pip install 'oasr[multilingual]'" is not rich markup
-        console.print(f"[red]error:[/] {escape(str(text))}", soft_wrap=True, highlight=False)
-        return typer.Exit(code)
-
     try:
-        check_flags(device=device, dtype=dtype, batch_size=batch_size, limit=limit,
-                    max_cue_chars=max_cue_chars, max_cue_seconds=max_cue_seconds,
-                    cue_gap=cue_gap)
-        shard_t = _parse_shard(shard)
-        flags.fmt = fmt = infer_format(output, fmt)
-        plan = _plan_output(inputs, output, fmt, shard_t, limit, id_column, audio_column,
-                            text_column, max_cue_chars, max_cue_seconds, cue_gap,
-                            decode_option, stdout=output == STDOUT)
-        apply_beam_size(plan.overrides, beam_size)
-        if not 0.0 <= no_speech_threshold <= 1.0:
-            raise ValueError(f"--no-speech-threshold must be in [0, 1] (1: off), got "
-                             f"{no_speech_threshold}")
-        flags.fallback = TemperatureFallback(
-            parse_temperatures(temperature), compression_ratio_threshold, log_prob_threshold,
-            seed, no_speech_threshold=None if no_speech_threshold >= 1.0 else no_speech_threshold)
-        set_threads(threads)
+        check_flags(limit=cli.limit, max_cue_chars=cli.max_cue_chars,
+                    max_cue_seconds=cli.max_cue_seconds, cue_gap=cli.cue_gap)
+        run.model.check_device()
+        shard = _parse_shard(cli.shard)
+        cli.fmt = infer_format(cli.output, cli.fmt)
+        plan = _plan_output(cli, shard, stdout=cli.output == STDOUT)
+        if cli.output != STDOUT:
+            from oasr.io.output_target import check_output_target
+
+            check_output_target(plan.out_path, cli.fmt, inputs=cli.inputs)
     except (FlagError, ManifestError, OutputError, ValueError) as exc:
         raise fail(exc) from None
     if plan.total == 0:
-        if shard_t is not None:
-            if not quiet:
-                console.print(f"note: shard {shard} holds none of the rows; nothing to do")
+        if shard is not None:
+            if not cli.quiet:
+                console.print(f"note: shard {cli.shard} holds none of the rows; nothing to do")
             return
-        raise fail(ManifestError(f"the inputs hold no rows ({', '.join(inputs)}); nothing to "
-                                 "transcribe"), 1)
+        raise fail(ManifestError(f"the inputs hold no rows ({', '.join(cli.inputs)}); nothing "
+                                 "to transcribe"), 1)
 
     from oasr.transcribe.heap import pin_mmap_threshold
 
     pin_mmap_threshold()  # before the model loads: a long run's heap must not creep
-    if output == STDOUT:  # nothing on disk to lock or resume
-        _run(console, fail, plan, flags, shard_t)
+    if plan.stdout:  # nothing on disk to lock or resume
+        _run(console, fail, plan, cli, run)
         return
 
     from oasr.io.lock import OutputLock, lock_path
     from oasr.io.output_format import RECORDING_FORMATS
     from oasr.io.subtitle_writer import is_single_file
 
-    folder = fmt in RECORDING_FORMATS and not is_single_file(plan.out_path, fmt)
+    folder = cli.fmt in RECORDING_FORMATS and not is_single_file(plan.out_path, cli.fmt)
     try:  # one writer per output, and an unwritable output found before the model loads
         lock = OutputLock(lock_path(plan.out_path, folder=folder), plan.out_path).acquire()
     except OutputError as exc:
         raise fail(exc) from None
     try:
-        _run(console, fail, plan, flags, shard_t)
+        if cli.overwrite:  # under the lock: no other process writes it now
+            from oasr.io.output_target import remove_previous_output
+
+            try:
+                remove_previous_output(plan.out_path, cli.fmt)
+            except OutputError as exc:
+                raise fail(exc) from None
+        _run(console, fail, plan, cli, run)
     finally:
         lock.release()
 
 
-def _launch_workers(console: Any, output: str, gpus: str, flags: Any) -> None:
+def _launch_workers(console: Any, cli: CliRun) -> None:
     """--gpus: rerun this command line once per device (the workers are plain transcribes),
     with one progress bar and one summary over them."""
     import sys
@@ -257,7 +352,7 @@ def _launch_workers(console: Any, output: str, gpus: str, flags: Any) -> None:
         raise typer.Exit(2)
     live, total = RunStats(), RunStats()  # live: from row events; total: the workers' own
     totals: dict[int, int] = {}
-    view = ProgressView(console, None, enabled=flags.progress)
+    view = ProgressView(console, None, mode=cli.progress)
     start = time.perf_counter()
 
     def on_event(shard: int, event: dict[str, Any]) -> None:
@@ -276,33 +371,34 @@ def _launch_workers(console: Any, output: str, gpus: str, flags: Any) -> None:
 
     try:
         with view:
-            results = launch(argv, output, gpus, echo=console.print, on_event=on_event)
+            results = launch(argv, cli.output, cli.gpus, echo=console.print, on_event=on_event)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     total.wall_s = time.perf_counter() - start
-    if not flags.quiet:
+    if not cli.quiet:
         from oasr.transcribe.multi_gpu import manifest_path
 
-        print_summary(console, total, manifest_path(output))
+        print_summary(console, total, manifest_path(cli.output))
     if any(r.returncode != 0 for r in results):
         raise typer.Exit(1)
 
 
+@dataclass
 class _OutputPlan:
     """What the flags resolve to before the model is loaded."""
 
-    def __init__(self, **kw: Any) -> None:
-        self.__dict__.update(kw)
+    out_path: Path
+    total: int
+    stdout: bool
+    shard: tuple[int, int] | None
+    cue_options: Any
+    schema: Any
 
 
-def _plan_output(inputs: list[str], output: str, fmt: str, shard_t: tuple[int, int] | None,
-                 limit: int | None, id_column: str | None, audio_column: str | None,
-                 text_column: str | None, max_cue_chars: int, max_cue_seconds: float,
-                 cue_gap: float, decode_option: list[str], stdout: bool = False) -> Any:
-    from oasr.engine.decode.options import parse_decode_option
+def _plan_output(cli: CliRun, shard: tuple[int, int] | None, stdout: bool = False
+                 ) -> _OutputPlan:
     from oasr.io import (
-        ColumnMap,
         CueOptions,
         check_output_rows,
         count_rows,
@@ -311,95 +407,46 @@ def _plan_output(inputs: list[str], output: str, fmt: str, shard_t: tuple[int, i
     )
     from oasr.io.format_choice import STDOUT
 
-    columns = ColumnMap(id=id_column, audio=audio_column, text=text_column)
-    out_path = Path(STDOUT) if stdout else resolve_output_path(output, inputs, fmt, shard_t)
-    total = count_rows(inputs, columns, shard=shard_t, limit=limit)
+    out_path = (Path(STDOUT) if stdout
+                else resolve_output_path(cli.output, cli.inputs, cli.fmt, shard))
+    total = count_rows(cli.inputs, cli.columns, shard=shard, limit=cli.limit)
     if not stdout:
-        check_output_rows(out_path, fmt, total)
+        check_output_rows(out_path, cli.fmt, total)
     return _OutputPlan(
-        columns=columns, out_path=out_path, total=total, stdout=stdout,
-        cue_options=CueOptions(max_chars=max_cue_chars, max_duration_s=max_cue_seconds,
-                               min_gap_s=cue_gap),
-        schema=passthrough_schema(inputs, columns),
-        overrides=dict(parse_decode_option(o) for o in decode_option))
+        out_path=out_path, total=total, stdout=stdout, shard=shard,
+        cue_options=CueOptions(max_chars=cli.max_cue_chars,
+                               max_duration_s=cli.max_cue_seconds, min_gap_s=cli.cue_gap),
+        schema=passthrough_schema(cli.inputs, cli.columns))
 
 
-def _run(console: Any, fail: Any, plan: Any, flags: Any,
-         shard_t: tuple[int, int] | None) -> None:
+def _run(console: Any, fail: Any, plan: _OutputPlan, cli: CliRun, run: RunOptions) -> None:
     from rich.markup import escape
 
     from oasr.cli.transcribe_view import ProgressView, print_summary
-    from oasr.engine.config import EngineConfig
-    from oasr.engine.engine import ASREngine
-    from oasr.engine.request import DecodingOptions
     from oasr.io import ManifestError, OutputError, open_writer
     from oasr.io.stdout_writer import StdoutWriter
-    from oasr.transcribe.language_check import build_language_check
-    from oasr.transcribe.runner import (
-        TranscribeOptions,
-        Transcriber,
-        resolve_conditioning,
-        transcribe,
-    )
+    from oasr.transcribe.runner import transcribe
+    from oasr.transcribe.session import TranscriptionSession, changed_settings
     from oasr.transcribe.signals import Terminated, terminate_as_interrupt
 
-    out_path, language, task, fallback = plan.out_path, flags.language, flags.task, flags.fallback
     try:
-        batch_size = flags.batch_size
-        if batch_size is None:
-            from oasr.transcribe.batch_size import default_batch_size
-
-            batch_size = default_batch_size(EngineConfig(device=flags.device).resolve_device())
-        config = EngineConfig(model=flags.model, device=flags.device, dtype=flags.dtype,
-                              decode_method=flags.decode_method, decode_options=plan.overrides,
-                              max_batch_size=batch_size)
-        engine = ASREngine(config)
+        session = TranscriptionSession(run)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         raise fail(exc) from None
-
-    segmenter = None
-    if flags.vad != "none":
-        from oasr.transcribe.vad_segments import VadTranscriber, build_recording_segmenter
-
-        try:
-            segmenter = build_recording_segmenter(flags.vad, device=str(engine.runner.device),
-                                                  model_dir=flags.vad_model_dir)
-        except (ValueError, KeyError) as exc:
-            raise fail(ValueError(f"--vad {flags.vad}: {exc}")) from None
-
-    word_timestamps = flags.word_timestamps
-    if word_timestamps is None:
-        word_timestamps = "offline" in engine.strategy.word_timing_modes
-        if not word_timestamps and not flags.quiet:
-            console.print(f"note: decode family {engine.decode_method!r} cannot time words in "
-                          "this configuration; the words column stays empty")
-    try:  # a run-wide option the model cannot honour fails here, not on every row
-        engine.strategy.validate_options(DecodingOptions(language=language, task=task,
-                                                         word_timestamps=word_timestamps))
-        if flags.initial_prompt is not None:
-            engine.strategy.validate_options(DecodingOptions(prompt=flags.initial_prompt))
-        condition = resolve_conditioning(engine, flags.condition_on_previous_text)
-        if max(fallback.temperatures) > 0:
-            engine.strategy.validate_options(DecodingOptions(
-                temperature=max(fallback.temperatures), seed=flags.seed))
-    except ValueError as exc:
-        raise fail(exc) from None
-    check = (build_language_check(engine) if flags.language_check and not language else None)
-    options = TranscribeOptions(inputs=list(flags.inputs), columns=plan.columns, shard=shard_t,
-                                limit=flags.limit, language=language, task=task,
-                                word_timestamps=word_timestamps, row_check=check,
-                                fallback=fallback, initial_prompt=flags.initial_prompt,
-                                condition_on_previous_text=condition)
-    transcriber = (VadTranscriber(engine, options, segmenter) if segmenter is not None
-                   else Transcriber(engine, options))
-    metadata = run_metadata(engine, options, transcriber.window_s)
-    metadata["vad"] = flags.vad
+    engine = session.engine
+    if run.decode.word_timestamps is None and not session.word_timestamps and not cli.quiet:
+        console.print(f"note: decode family {engine.decode_method!r} cannot time words in "
+                      "this configuration; the words column stays empty")
+    options = session.transcribe_options(cli.inputs, columns=cli.columns, shard=plan.shard,
+                                         limit=cli.limit)
+    transcriber = session.transcriber(options)
+    metadata = session.metadata(transcriber)
     try:
         if plan.stdout:
             writer = StdoutWriter(metadata=metadata)
         else:
-            writer = open_writer(out_path, flags.fmt, metadata=metadata,
-                                 retry_errors=flags.retry_errors,
+            writer = open_writer(plan.out_path, cli.fmt, metadata=metadata,
+                                 retry_errors=cli.retry_errors,
                                  passthrough_schema=plan.schema, cue_options=plan.cue_options,
                                  rows=plan.total)
         previous = writer.previous_metadata()
@@ -407,11 +454,11 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
         raise fail(exc) from None
     changed = changed_settings(previous, metadata)
     if changed:
-        console.print(f"[yellow]warning:[/] {out_path} was started with other settings "
+        console.print(f"[yellow]warning:[/] {plan.out_path} was started with other settings "
                       f"({'; '.join(changed)}); resuming adds rows decoded with these",
                       soft_wrap=True, highlight=False)
-    view = ProgressView(console, plan.total, enabled=flags.progress)
-    if flags.progress:
+    view = ProgressView(console, plan.total, mode=cli.progress)
+    if view.enabled:
         options.on_window = view.window
     from oasr.transcribe import multi_gpu
 
@@ -435,62 +482,11 @@ def _run(console: Any, fail: Any, plan: Any, flags: Any,
         how, code = (("terminated", 143) if isinstance(exc, Terminated)
                      else ("interrupted", 130))
         console.print(f"{how}: finished rows are kept; rerun the same command to resume "
-                      f"into {out_path}", soft_wrap=True)
+                      f"into {plan.out_path}", soft_wrap=True)
         raise typer.Exit(code) from None
     if events:
-        multi_gpu.emit_done(stats, str(out_path))
-    if not flags.quiet:
-        print_summary(console, stats, Path(out_path))
-    if flags.fail_on_error and stats.errors:
+        multi_gpu.emit_done(stats, str(plan.out_path))
+    if not cli.quiet:
+        print_summary(console, stats, Path(plan.out_path))
+    if cli.fail_on_error and stats.errors:
         raise typer.Exit(1)
-
-
-# The metadata keys a resumed run compares with the run that started the output.
-COMPARED_SETTINGS = ("model_sha256", "decode_method", "decode_options", "language", "task",
-                     "word_timestamps", "vad", "initial_prompt", "condition_on_previous_text")
-
-
-def run_metadata(engine: Any, options: Any, window_s: float) -> dict[str, str]:
-    """What the output records of the run that wrote it: the resolved settings (the decode
-    family's full options with defaults filled in, not the raw ``-d`` strings)."""
-    import dataclasses
-
-    loaded = engine.loaded
-    family = engine.strategy.options
-    resolved = (dataclasses.asdict(family) if dataclasses.is_dataclass(family)
-                else dict(engine.config.decode_options))
-    return {
-        "oasr_version": _version(),
-        "model": loaded.name or "default",
-        "model_sha256": loaded.weights_sha256,
-        "decode_method": engine.decode_method,
-        "decode_options": json.dumps(resolved, sort_keys=True, default=str),
-        "language": options.language or "",
-        "task": options.task or "",
-        "word_timestamps": str(bool(options.word_timestamps)).lower(),
-        "initial_prompt": options.initial_prompt or "",
-        # resolved by the caller (runner.resolve_conditioning), not None
-        "condition_on_previous_text": str(bool(options.condition_on_previous_text)).lower(),
-        "window_s": f"{window_s:g}",
-    }
-
-
-def changed_settings(previous: dict[str, str] | None, current: dict[str, str]) -> list[str]:
-    """``key: before -> now`` for each compared setting an earlier run recorded otherwise."""
-    if not previous:
-        return []
-    changed = []
-    for key in COMPARED_SETTINGS:
-        before = previous.get(key)
-        if before is not None and before != current.get(key):
-            if key == "model_sha256":
-                changed.append(f"model {previous.get('model')} -> {current.get('model')}")
-            else:
-                changed.append(f"{key} {before or '(unset)'} -> {current.get(key) or '(unset)'}")
-    return changed
-
-
-def _version() -> str:
-    from oasr import __version__
-
-    return __version__

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,77 +54,36 @@ class Transcriber:
     """``Dataset.map_batches(Transcriber, fn_constructor_kwargs=..., batch_format="pyarrow")``:
     one model per actor, each batch of manifest rows -> a table of output rows.
 
-    The keyword arguments are ``oasr transcribe``'s: ``model``, ``device``, ``dtype``,
-    ``batch_size`` (rows per encoder batch; None: the CLI's default for the device),
-    ``decode_method``, ``decode_options`` (the family's options, as ``-d``), ``language``,
-    ``task``, ``word_timestamps`` (None: on when the family can time words), ``temperature``
-    (one value or the fallback schedule) with ``compression_ratio_threshold``,
-    ``log_prob_threshold`` and ``seed``, ``language_check``, ``vad``/``vad_model_dir``,
-    ``threads``; ``columns`` picks the id/audio/text columns
+    The run is set up by :class:`~oasr.transcribe.session.TranscriptionSession` from
+    ``options`` (a :class:`~oasr.transcribe.options.RunOptions`) and/or the same options as flat
+    keywords (``model``, ``device``, ``batch_size``, ``beam_size``, ``language``, ``vad``, ...:
+    ``RunOptions.flat_names()``; they override ``options``), exactly as ``oasr transcribe``
+    and ``oasr.load`` set theirs up. ``columns`` picks the id/audio/text columns
     (:class:`~oasr.io.manifest.ColumnMap`); relative audio paths resolve against ``folder``;
     an error row names its row as ``<label> id <id>``.
     """
 
-    def __init__(self, model: str = "", *, device: str = "auto", dtype: str = "auto",
-                 batch_size: int | None = None, decode_method: str | None = None,
-                 decode_options: dict[str, Any] | None = None, language: str | None = None,
-                 task: str | None = None, word_timestamps: bool | None = None,
-                 temperature: float | Sequence[float] = 0.0,
-                 compression_ratio_threshold: float = 2.4, log_prob_threshold: float = -1.0,
-                 seed: int = 0, language_check: bool = True, vad: str = "none",
-                 vad_model_dir: str | None = None, threads: int | None = None,
-                 columns: ColumnMap | None = None, folder: str = ".",
-                 label: str = "dataset") -> None:
-        from oasr.api import load
-        from oasr.engine.request import DecodingOptions
-        from oasr.transcribe.fallback import TemperatureFallback
-        from oasr.transcribe.language_check import build_language_check
+    def __init__(self, model: str = "", *, options: Any = None, columns: ColumnMap | None = None,
+                 folder: str = ".", label: str = "dataset", **flat: Any) -> None:
+        from oasr.transcribe.options import RunOptions
+        from oasr.transcribe.session import TranscriptionSession
 
-        if batch_size is None:  # the CLI's default for the actor's own device
-            from oasr.engine.config import EngineConfig
-            from oasr.transcribe.batch_size import default_batch_size
-
-            batch_size = default_batch_size(EngineConfig(device=device).resolve_device())
-        loaded = load(model or None, device=device, dtype=dtype, batch_size=batch_size,
-                      decode_method=decode_method, decode_options=decode_options,
-                      word_timestamps=word_timestamps, threads=threads, language_check=False,
-                      vad=vad, vad_model_dir=vad_model_dir)
-        self.engine, self.segmenter = loaded.engine, loaded.segmenter
-        temps = ((float(temperature),) if isinstance(temperature, (int, float))
-                 else tuple(float(t) for t in temperature))
-        self.fallback = TemperatureFallback(temps, compression_ratio_threshold,
-                                            log_prob_threshold, seed)
-        self.language, self.task = language, task
-        self.word_timestamps = loaded.word_timestamps
-        # A run-wide option the model cannot honour fails the actor's start, not every row.
-        strategy = self.engine.strategy
-        strategy.validate_options(DecodingOptions(language=language, task=task,
-                                                  word_timestamps=self.word_timestamps))
-        if max(temps) > 0:
-            strategy.validate_options(DecodingOptions(temperature=max(temps), seed=seed))
-        self.check = (build_language_check(self.engine) if language_check and not language
-                      else None)
+        values = options.flat() if options is not None else {}
+        values.update(flat)
+        if model:
+            values["model"] = model
+        self.session = TranscriptionSession(RunOptions.from_flat(**values))
+        self.engine = self.session.engine
         self.columns = columns or ColumnMap()
         self.folder, self.label = folder, label
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from oasr.transcribe.runner import TranscribeOptions
-        from oasr.transcribe.runner import Transcriber as RowRunner
-
         if isinstance(batch, pa.RecordBatch):
             batch = pa.Table.from_batches([batch])
         passthrough = table_plan_schema(batch.schema, self.columns, self.label)
         if batch.num_rows == 0:
             return output_schema(passthrough).empty_table()
-        options = TranscribeOptions(inputs=[], columns=self.columns, language=self.language,
-                                    task=self.task, word_timestamps=self.word_timestamps,
-                                    row_check=self.check, fallback=self.fallback)
-        if self.segmenter is not None:
-            from oasr.transcribe.vad_segments import VadTranscriber
-
-            runner: RowRunner = VadTranscriber(self.engine, options, self.segmenter)
-        else:
-            runner = RowRunner(self.engine, options)
+        runner = self.session.transcriber(self.session.transcribe_options(columns=self.columns))
         rows = rows_from_table(batch, self.columns, self.folder, self.label)
         outs: list[OutputRow] = []
         for out, _ in runner.run(rows):

@@ -1,12 +1,13 @@
-"""Streaming recognition: the stream API (``StreamingRecognizer``), endpointing, the re-decode
-policy for fixed-window models and the speech-detector seam."""
+"""Streaming recognition: the stream API (``StreamingRecognizer``), its two policies (re-decode
+for fixed-window models, chunk-wise for streaming encoders) and the speech detector behind the
+endpoints (``oasr.vad``: the detectors, the endpointer)."""
 
 from oasr.streaming.agreement import HypothesisBuffer, Word
-from oasr.streaming.detector import EnergySpeechDetector, FrameSpeechDetector
-from oasr.streaming.endpoint import Endpoint, EndpointConfig, Endpointer, EndpointRule
+from oasr.streaming.policy import StreamPolicy
 from oasr.streaming.recognizer import StreamingRecognizer
 from oasr.streaming.stream import Stream, StreamOptions, StreamResult, StreamStats
+from oasr.vad.endpointer import Endpoint, EndpointConfig, Endpointer, EndpointRule
 
-__all__ = ["EndpointConfig", "EndpointRule", "Endpoint", "Endpointer", "EnergySpeechDetector",
-           "FrameSpeechDetector", "HypothesisBuffer", "Stream", "StreamOptions", "StreamResult",
-           "StreamStats", "StreamingRecognizer", "Word"]
+__all__ = ["EndpointConfig", "EndpointRule", "Endpoint", "Endpointer", "HypothesisBuffer",
+           "Stream", "StreamOptions", "StreamPolicy", "StreamResult", "StreamStats",
+           "StreamingRecognizer", "Word"]

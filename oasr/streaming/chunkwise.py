@@ -1,11 +1,12 @@
 """The chunk-wise policy: streaming for encoders with a runtime on the streaming-runtime axis
-(``paged``, ``slot``, ``stateful``) under a CTC or transducer head (``oasr.streaming.heads``).
+(``paged``, ``slot``, ``stateful``) under a decode family that declares a streaming session
+(``DecodeStrategy.streaming_session``: ``ctc``, ``transducer``; ``oasr.engine.decode.streaming``).
 
 Per stream: new audio becomes feature frames through the frontend's streaming function (equal
 to the offline features of the same audio; the frontend's flush adds the last frames when the
 input ends); every ``window`` frames (the encoder's streaming geometry for its chunk: the first
 chunk may read ``first_window``; each advances by ``stride``) the chunk goes to the backend;
-all streams with a chunk ready go in one ``forward_step`` and the head advances each stream's
+all streams with a chunk ready go in one ``forward_step`` and the session advances each stream's
 search across chunks (CTC greedy or prefix beam; transducer greedy with the predictor state
 kept). The partial is the search's best hypothesis; its stable prefix (greedy: every emitted
 token; beam: what every live prefix shares) is committed. An endpoint of the stream's speech
@@ -23,16 +24,19 @@ import numpy as np
 import torch
 
 from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
-from oasr.engine.request import RequestOutput
+from oasr.engine.decode.streaming import StreamingSession
+from oasr.engine.request import DecodingOptions, RequestOutput
 from oasr.engine.streaming_backend import build_streaming_backend, streaming_encoder
 from oasr.models.base import StreamingGeometry
 from oasr.streaming.agreement import Word
-from oasr.streaming.heads import build_head
-from oasr.streaming.stream import Stream, StreamResult
+from oasr.streaming.stream import Stream, StreamOptions, StreamResult
 
 
 @dataclass
-class _State:
+class ChunkState:
+    """A stream's place in the chunk-wise policy: its search, its pending feature frames and
+    the encoder frames it has produced."""
+
     search: Any
     feat_state: Any = None
     feats: list[torch.Tensor] = field(default_factory=list)  # pending feature frames
@@ -55,21 +59,42 @@ def _geometry(encoder: Any, chunk: int) -> StreamingGeometry:
                              chunk * rate)
 
 
-class ChunkwisePolicy:
-    """Owns the streaming backend and every stream's search. Built by the recognizer."""
+def _check_streaming_frontend(inputs: Any) -> None:
+    spec = inputs.spec
+    if spec.streaming_fn is None or inputs.config.lfr:
+        raise ValueError(f"the {inputs.config.feature_type} frontend of this model cannot "
+                         "compute features chunk by chunk (no streaming framing, or LFR "
+                         "stacking)")
+    # a frontend that streams only in some configurations refuses the others here
+    spec.streaming_fn(torch.zeros(0), None, inputs.config)
 
-    def __init__(self, engine: Any, chunk_frames: int | None = None,
-                 left_chunks: int | None = None, max_streams: int = 64) -> None:
+
+def build_session(engine: Any) -> StreamingSession:
+    """The engine's decode family's streaming session (its ``streaming_session``
+    declaration); a family without one is refused by name."""
+    strategy = engine.strategy
+    session_cls = strategy.streaming_session
+    if session_cls is None:
+        from oasr.engine.decode.registry import DECODE_STRATEGIES
+
+        served = [n for n in DECODE_STRATEGIES.names()
+                  if DECODE_STRATEGIES.get(n).streaming_session is not None]
+        raise ValueError(f"{type(engine.model).__name__} streams chunk-wise but decode family "
+                         f"{strategy.name!r} has no streaming head (served: "
+                         f"{', '.join(served)}); pick one with --decode-method")
+    return session_cls(strategy)
+
+
+class ChunkwisePolicy:
+    """Owns the streaming backend and the family's streaming session; each stream's search and
+    frames are its ``ChunkState``. Built by the recognizer."""
+
+    def __init__(self, engine: Any, options: StreamOptions) -> None:
         model = engine.model
         encoder = streaming_encoder(model)
-        self.head = build_head(engine)
-        spec = engine.inputs.spec
-        if spec.streaming_fn is None or engine.inputs.config.lfr:
-            raise ValueError(f"the {engine.inputs.config.feature_type} frontend of this model "
-                             "cannot compute features chunk by chunk (no streaming framing, or "
-                             "LFR stacking)")
-        # a frontend that streams only in some configurations refuses the others here
-        spec.streaming_fn(torch.zeros(0), None, engine.inputs.config)
+        self.session = build_session(engine)
+        _check_streaming_frontend(engine.inputs)
+        chunk_frames, left_chunks = options.chunk_frames, options.left_chunks
         if hasattr(encoder, "configure_streaming") and (chunk_frames or left_chunks is not None):
             encoder.configure_streaming(chunk_frames, left_chunks)
         self.chunk = encoder.streaming_chunk_frames
@@ -92,9 +117,9 @@ class ChunkwisePolicy:
                              * self.feature_config.frame_shift_ms / 1000.0))
         runner = engine.runner
         self.device, self.dtype = runner.device, runner.dtype
-        self.backend = build_streaming_backend(model, max_streams=max_streams,
+        self.backend = build_streaming_backend(model, max_streams=options.max_streams,
                                                device=self.device, dtype=self.dtype)
-        self.states: dict[int, _State] = {}
+        self.check_options(options)
 
     @property
     def kind(self) -> str:
@@ -104,28 +129,25 @@ class ChunkwisePolicy:
     def check_options(self, options: Any) -> None:
         """Refuse stream options this model cannot act on (``language`` / ``task`` on a model
         without that conditioning), as the engine's admission refuses a request's."""
-        from oasr.engine.request import DecodingOptions
-
-        decoding = DecodingOptions(language=options.language, task=options.task)
-        validate = getattr(self.engine.strategy, "validate_options", None)
-        if validate is not None:
-            validate(decoding)
+        self.engine.strategy.validate_options(
+            DecodingOptions(language=options.language, task=options.task))
         chosen = [n for n in ("language", "task") if getattr(options, n) is not None
-                  and n not in self.head.conditions]
+                  and n not in self.session.conditions]
         if chosen:
-            raise ValueError(f"{', '.join(chosen)}: the {self.head.name} head does not "
+            raise ValueError(f"{', '.join(chosen)}: the {self.session.name} head does not "
                              "condition on it while streaming; stream without it")
 
     def open(self, stream: Stream) -> None:
         self.check_options(stream.options)
         self.backend.allocate(stream.id)
-        self.states[stream.id] = _State(self.head.new_search())
+        stream.state = ChunkState(self.session.new_search())
 
     def close(self, stream: Stream) -> None:
-        if self.states.pop(stream.id, None) is not None:
+        if stream.state is not None:
             self.backend.free(stream.id)
+            stream.state = None
 
-    def _featurize(self, s: Stream, st: _State) -> None:
+    def _featurize(self, s: Stream, st: ChunkState) -> None:
         new = s.audio[max(st.fed - s.base, 0):]
         if len(new):
             feats, st.feat_state = self.engine.inputs.spec.streaming_fn(
@@ -142,18 +164,18 @@ class ChunkwisePolicy:
                 self._push(st, torch.full((self.geometry.tail, st.dim), self.pad_value))
 
     @staticmethod
-    def _push(st: _State, feats: torch.Tensor) -> None:
+    def _push(st: ChunkState, feats: torch.Tensor) -> None:
         if feats.shape[0]:
             st.feats.append(feats)
             st.pending += feats.shape[0]
             st.dim = feats.shape[1]
 
-    def _need(self, st: _State) -> int:
+    def _need(self, st: ChunkState) -> int:
         """Frames the stream's next chunk reads."""
         first = self.geometry.first_window
         return first if st.chunks == 0 and first is not None else self.window
 
-    def _window(self, s: Stream, st: _State) -> int:
+    def _window(self, s: Stream, st: ChunkState) -> int:
         """Frames of the next chunk window that can go now (0: none)."""
         need = self._need(st)
         if st.pending >= need:
@@ -167,30 +189,32 @@ class ChunkwisePolicy:
             return st.pending if unread > 0 else 0
         return st.pending if st.pending > self.right_context else 0
 
-    def _seconds_decoded(self, st: _State) -> float:
+    def _seconds_decoded(self, st: ChunkState) -> float:
         return self.clock.seconds(st.frames_out)
 
-    def _endpoint_due(self, s: Stream, st: _State) -> bool:
+    def _endpoint_due(self, s: Stream, st: ChunkState) -> bool:
         if not s.endpoints:
             return False
         e = s.endpoints[0]
-        at = e.frame * s.detector.frame_samples / s.sample_rate
+        at = s.endpoint_sample(e) / s.sample_rate
         exhausted = s.finished and self._window(s, st) == 0
         return self._seconds_decoded(st) >= at or exhausted
 
     def is_ready(self, s: Stream) -> bool:
         if s.final is not None or s.flushed:
             return False
-        st = self.states[s.id]
+        st = s.state
         self._featurize(s, st)
         return bool(self._window(s, st) or self._endpoint_due(s, st) or s.finished)
 
     # -- the step -----------------------------------------------------------------------------
-    def decode_streams(self, streams: list[Stream]) -> None:
+    def decode(self, streams: list[Stream]) -> None:
+        """One chunk of every ready stream in one runtime step; endpoints and the input's end
+        close utterances."""
         ready = [s for s in streams if self.is_ready(s)]
         cohort = []
         for s in ready:
-            st = self.states[s.id]
+            st = s.state
             if not self._endpoint_due(s, st):
                 n = self._window(s, st)
                 if n:
@@ -198,15 +222,15 @@ class ChunkwisePolicy:
         if cohort:
             self._forward(cohort)
         for s in ready:
-            st = self.states[s.id]
+            st = s.state
             if self._endpoint_due(s, st):
                 e = s.endpoints.pop(0)
-                self._finalize(s, st, e.frame * s.detector.frame_samples, e.rule)
+                self._finalize(s, st, s.endpoint_sample(e), e.rule)
             elif s.finished and not self._window(s, st) and not s.endpoints:
                 self._finalize(s, st, s.received, None)
                 s.flushed = True
 
-    def _forward(self, cohort: list[tuple[Stream, _State, int]]) -> None:
+    def _forward(self, cohort: list[tuple[Stream, ChunkState, int]]) -> None:
         geo = self.geometry
         padded = geo.pad_last or geo.tail > 0
         sizes = [self._need(st) if padded else n for _, st, n in cohort]
@@ -229,8 +253,8 @@ class ChunkwisePolicy:
         x, lens = x.to(self.device, self.dtype), lens.to(self.device)
         with torch.inference_mode():
             out, out_lens = self.backend.forward_step([s.id for s, *_ in cohort], x, lens)
-            self.head.feed([st.search for _, st, _ in cohort], out, out_lens,
-                           [s.options.language for s, _, _ in cohort])
+            self.session.feed([st.search for _, st, _ in cohort], out, out_lens,
+                              [s.options.language for s, _, _ in cohort])
         for r, (s, st, _) in enumerate(cohort):
             st.frames_out += int(out_lens[r])
             s.stats.decodes += 1
@@ -240,10 +264,9 @@ class ChunkwisePolicy:
     def _text(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids).strip() if ids else ""
 
-    def _commit(self, s: Stream, st: _State) -> None:
+    def _commit(self, s: Stream, st: ChunkState) -> None:
         stats = s.stats
-        if stats.first_speech is None and s.speech_runs:
-            stats.first_speech = s.speech_runs[0][0] / s.sample_rate
+        stats.note_first_speech(s)
         hyp = st.search.best()
         stable = st.search.stable_prefix()
         head = self._seconds_decoded(st)
@@ -252,9 +275,8 @@ class ChunkwisePolicy:
         for f in hyp.frames[st.committed:stable]:
             stats.commit_lags.append(head - self.clock.seconds(st.utt_frame0 + f + 1))
         st.committed = max(st.committed, stable)
-        s.decoded_head = min(int(round(head * s.sample_rate)), s.received)
 
-    def _words(self, s: Stream, st: _State) -> list[Word]:
+    def _words(self, s: Stream, st: ChunkState) -> list[Word]:
         hyp = st.search.best()
         if not hyp.tokens:
             return []
@@ -268,18 +290,15 @@ class ChunkwisePolicy:
         return [Word(w.word.strip(), min(w.start, heard), min(w.end, heard), w.confidence)
                 for w in out.words or [] if w.word.strip()]
 
-    def _finalize(self, s: Stream, st: _State, end_sample: int, rule: int | None) -> None:
-        words = self._words(s, st)
+    def _finalize(self, s: Stream, st: ChunkState, end_sample: int, rule: int | None) -> None:
         tokens = list(st.search.best().tokens)
-        text = self._text(tokens)
-        start = s.utterance_start / s.sample_rate
-        end_s = end_sample / s.sample_rate
-        s.words = words
-        s.final = StreamResult(
-            committed=text, partial="", words=words, is_final=True,
-            start=words[0].start if words else start, end=words[-1].end if words else end_s,
-            segment=s.segment, endpoint_rule=rule, token_ids=tokens)
-        s.final_end = end_sample
+        s.finalize(self._words(s, st), self._text(tokens), end_sample, rule, token_ids=tokens)
+        self._restart_search(st)
+
+    @staticmethod
+    def _restart_search(st: ChunkState) -> None:
+        """The next utterance's search starts at the next encoder frame; the encoder state
+        goes on."""
         st.search.reset()
         st.utt_frame0 = st.frames_out
         st.committed = 0
@@ -287,7 +306,7 @@ class ChunkwisePolicy:
     def result(self, s: Stream) -> StreamResult:
         if s.final is not None:
             return s.final
-        st = self.states[s.id]
+        st = s.state
         hyp = st.search.best()
         committed = self._text(hyp.tokens[:st.committed])
         full = self._text(hyp.tokens)
@@ -297,11 +316,13 @@ class ChunkwisePolicy:
                             end=min(self._seconds_decoded(st), s.received / s.sample_rate),
                             segment=s.segment)
 
-    def drop_utterance(self, s: Stream) -> None:
-        """``reset`` without an endpoint: forget the current utterance's hypothesis."""
-        st = self.states[s.id]
-        st.search.reset()
-        st.utt_frame0 = st.frames_out
-        st.committed = 0
+    def reset(self, s: Stream) -> None:
+        """The next utterance: after a final, where it ended (the search restarted then);
+        otherwise the current hypothesis is dropped and it starts at the decoded head."""
+        if s.final is not None:
+            s.start_utterance(s.final_end)
+            return
+        st = s.state
+        self._restart_search(st)
         s.start_utterance(int(round(self._seconds_decoded(st) * s.sample_rate)))
 

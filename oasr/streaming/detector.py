@@ -1,116 +1,67 @@
-"""Speech probability per frame for the streaming policy: the seam a neural VAD plugs into.
+"""The speech detector behind the streams: one ``StreamingVadPool`` per detector a recognizer's
+streams name (``StreamOptions.detector``: ``energy``, ``silero``, any registered detector that
+serves the ``stream`` role from audio), built once (weights loaded once) and shared.
 
-A ``FrameSpeechDetector`` reads fixed frames of ``frame_samples`` at ``sample_rate`` and returns a
-speech probability per frame; ``reset`` forgets any state. Two kinds: the dependency-free energy
-gate here, and a stateful detector of the speech-detector axis (``oasr.vad``, mode ``stream``:
-Silero) through ``VadFrameDetector``, whose frames go through a ``StreamingVadPool`` (the
-detector's recurrent state kept per stream). ``frame_detector(name)`` builds the factory
-``StreamOptions.detector`` takes.
+Audio a stream accepts waits, undetected, until the recognizer's ``decode_streams``; there
+``detect`` takes the whole new frames of every stream it was given and sends them through their
+pool in one batched detector call (each stream's state kept by the pool), then each stream's
+endpointer turns its probabilities into speech runs and endpoints.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Iterable
+from pathlib import Path
 
-import numpy as np
-import torch
-
-
-class FrameSpeechDetector(Protocol):
-    """What the streaming endpointer needs from a speech detector."""
-
-    sample_rate: int
-    frame_samples: int
-
-    def speech_probability(self, frames: np.ndarray) -> np.ndarray:
-        """frames (N, frame_samples) float32 -> (N,) speech probabilities in [0, 1]."""
-        ...
-
-    def reset(self) -> None: ...
+from oasr.streaming.stream import Stream
+from oasr.vad.stream import StreamingVadPool, stream_detector_names
 
 
-class EnergySpeechDetector:
-    """Speech where a frame's RMS is above ``threshold_dbfs`` (full scale = 1.0).
+class DetectorPools:
+    """The pools of one recognizer, by (detector name, weights folder), at its sample rate."""
 
-    A soft step: probability 0.5 at the threshold, rising to ~1 at ``threshold_dbfs + 6``. The
-    default of -45 dBFS sits above the noise floor of read-speech corpora (LibriSpeech pauses
-    measure about -60 to -50 dBFS) and well below speech (-30 to -15 dBFS); a noisier source
-    needs a higher threshold or a neural detector.
-    """
-
-    def __init__(self, sample_rate: int = 16000, frame_ms: float = 30.0,
-                 threshold_dbfs: float = -45.0) -> None:
+    def __init__(self, sample_rate: int) -> None:
         self.sample_rate = sample_rate
-        self.frame_samples = max(1, int(round(sample_rate * frame_ms / 1000.0)))
-        self.threshold_dbfs = threshold_dbfs
+        self._pools: dict[tuple[str, str | None], StreamingVadPool] = {}
 
-    def speech_probability(self, frames: np.ndarray) -> np.ndarray:
-        rms = np.sqrt(np.mean(np.square(frames, dtype=np.float64), axis=-1) + 1e-20)
-        db = 20.0 * np.log10(rms)
-        return 1.0 / (1.0 + np.exp(-(db - self.threshold_dbfs)))
+    def get(self, name: str, model_dir: str | Path | None = None) -> StreamingVadPool:
+        """The pool for detector ``name``, built on first use.
 
-    def reset(self) -> None:
-        pass
-
-
-class VadFrameDetector:
-    """A stream's view of a ``StreamingVadPool``: its frames go through the pool's detector
-    with this stream's state (``reset`` starts a fresh state)."""
-
-    def __init__(self, pool: Any, stream_id: str) -> None:
-        self.pool = pool
-        self.stream_id = stream_id
-        self.sample_rate = pool.sample_rate
-        self.frame_samples = pool.frame_samples
-        pool.open(stream_id)
-
-    def speech_probability(self, frames: np.ndarray) -> np.ndarray:
-        if not len(frames):
-            return np.zeros(0)
-        chunk = torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32).reshape(-1))
-        probs = self.pool.probabilities({self.stream_id: chunk})[self.stream_id]
-        return probs.numpy().astype(np.float64)
-
-    def reset(self) -> None:
-        self.pool.close(self.stream_id)
-        self.pool.open(self.stream_id)
+        Raises:
+            ValueError: an unknown name, or a detector that cannot endpoint a stream from its
+                audio (FSMN-VAD: no ``stream`` role), naming the ones that can.
+            MissingWeightsError: the detector's weights are not installed (names the fix).
+        """
+        key = (name, None if model_dir is None else str(model_dir))
+        if key not in self._pools:
+            self._pools[key] = build_pool(name, self.sample_rate, model_dir)
+        return self._pools[key]
 
 
-STREAM_DETECTORS = ("energy", "silero", "fsmn")
-
-
-def frame_detector(name: str, model_dir: str | None = None) -> Callable[[int], Any]:
-    """The ``StreamOptions.detector`` factory for ``oasr stream --vad NAME``.
-
-    ``energy``: the energy gate. A name of the speech-detector axis: the detector is built once
-    (weights loaded once) and shared by every stream through one ``StreamingVadPool``.
-
-    Raises:
-        ValueError: unknown name, or a detector that does not declare the ``stream`` mode
-            (FSMN-VAD here: its streaming FSMN memory is not built), naming the choices.
-        MissingWeightsError: the detector's weights are not installed (names the fix).
-    """
-    if name == "energy":
-        return EnergySpeechDetector
+def build_pool(name: str, sample_rate: int,
+               model_dir: str | Path | None = None) -> StreamingVadPool:
     from oasr.vad import VADS, build_detector
-    from oasr.vad.stream import StreamingVadPool
 
+    usable = stream_detector_names()
     if name not in VADS:
-        raise ValueError(f"unknown speech detector {name!r}; choose from "
-                         f"{', '.join(STREAM_DETECTORS)}")
-    spec = VADS.get(name)
-    if "stream" not in spec.modes or not spec.stateful:
-        raise ValueError(f"speech detector {name!r} has no streaming mode (it declares "
-                         f"{list(spec.modes)}); stream with --vad silero or --vad energy")
+        raise ValueError(f"unknown speech detector {name!r}; stream with one of: "
+                         f"{', '.join(usable)}")
+    if name not in usable:
+        spec = VADS.get(name)
+        raise ValueError(f"speech detector {name!r} has no streaming mode from audio (it "
+                         f"declares {list(spec.modes)}, reads {spec.consumes!r}); stream with "
+                         f"{' or '.join('--vad ' + n for n in usable)}")
     detector = build_detector(name, mode="stream", model_dir=model_dir)
-    pools: dict[int, StreamingVadPool] = {}
-    ids = itertools.count()
+    return StreamingVadPool(detector, VADS.get(name), sample_rate)
 
-    def build(sample_rate: int) -> VadFrameDetector:
-        if sample_rate not in pools:
-            pools[sample_rate] = StreamingVadPool(detector, spec, sample_rate)
-        return VadFrameDetector(pools[sample_rate], f"s{next(ids)}")
 
-    return build
+def detect(streams: Iterable[Stream]) -> None:
+    """Every stream's whole undetected frames through its detector: one call per pool."""
+    by_pool: dict[int, tuple[StreamingVadPool, list[Stream]]] = {}
+    for s in streams:
+        if s.undetected_frames:
+            by_pool.setdefault(id(s.detector), (s.detector, []))[1].append(s)
+    for pool, group in by_pool.values():
+        probs = pool.probabilities({s.id: s.take_undetected() for s in group})
+        for s in group:
+            s.add_speech_probabilities(probs[s.id])

@@ -10,21 +10,22 @@
         handle(r); rec.reset(s)              # the final is kept until reset
     s.input_finished()                       # then decode until not ready: the last final
 
-A model whose encoder is not chunk-wise but reads a fixed window (Whisper) streams through the
-re-decode policy (``oasr.streaming.redecode``); a chunk-wise encoder (``streaming_kind`` paged,
-slot or stateful) streams through its runtime on the streaming-runtime axis
-(``oasr.engine.streaming_backend``) under the chunk-wise policy (``oasr.streaming.chunkwise``).
+How the model streams is its ``StreamPolicy`` (``oasr.streaming.policy``), chosen once here:
+chunk-wise through the encoder's streaming runtime and the decode family's streaming session,
+or re-decode for a fixed-window model (Whisper). The speech detector runs when a stream's
+trace is needed (``is_ready``, ``decode_streams``): one batched call over the new audio of every
+open stream (``oasr.streaming.detector``).
 """
 
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Iterable
 
 from oasr.engine.engine import ASREngine
-from oasr.engine.request import DecodingOptions, Request
-from oasr.streaming import redecode
-from oasr.streaming.chunkwise import ChunkwisePolicy
+from oasr.streaming.detector import DetectorPools, detect
+from oasr.streaming.policy import StreamPolicy, choose_policy
 from oasr.streaming.stream import Stream, StreamOptions, StreamResult
 
 
@@ -34,27 +35,11 @@ class StreamingRecognizer:
     def __init__(self, engine: ASREngine, options: StreamOptions | None = None) -> None:
         self.engine = engine
         self.options = options or StreamOptions()
-        encoder = getattr(engine.model, "encoder", engine.model)
-        kind = getattr(encoder, "streaming_kind", "none")
-        self.window_s = engine.inputs.config.fixed_window_seconds
+        self.policy: StreamPolicy = choose_policy(engine, self.options)
+        self.detectors = DetectorPools(self.sample_rate)
+        self.detectors.get(self.options.detector, self.options.detector_model_dir)
         self._ids = itertools.count()
-        self.chunkwise: ChunkwisePolicy | None = None
-        if kind != "none":
-            self.chunkwise = ChunkwisePolicy(engine, self.options.chunk_frames,
-                                             self.options.left_chunks, self.options.max_streams)
-            self.chunkwise.check_options(self.options)
-            return
-        if self.window_s is None:
-            raise ValueError(
-                f"{type(engine.model).__name__} has neither a chunk-wise encoder "
-                "(streaming_kind='none') nor a fixed window to re-decode; it cannot stream. "
-                "A WeNet Conformer streams when trained causal with chunks; Whisper re-decodes")
-        if "offline" not in engine.strategy.word_timing_modes:
-            raise ValueError(
-                f"decode family {engine.decode_method!r} cannot time words in this "
-                "configuration, and the re-decode policy commits by word times; use greedy "
-                "decoding (no beam_size)")
-        self.options.validate(self.window_s)
+        self._open: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
 
     @property
     def sample_rate(self) -> int:
@@ -62,56 +47,34 @@ class StreamingRecognizer:
 
     def create_stream(self, options: StreamOptions | None = None) -> Stream:
         options = options or self.options
-        if self.chunkwise is not None:
-            stream = Stream(self.sample_rate, options, next(self._ids))
-            self.chunkwise.open(stream)
-            return stream
-        options.validate(self.window_s)
-        return Stream(self.sample_rate, options, next(self._ids))
+        pool = self.detectors.get(options.detector, options.detector_model_dir)
+        stream = Stream(self.sample_rate, options, next(self._ids), pool)
+        self.policy.open(stream)
+        pool.open(stream.id)
+        self._open[stream.id] = stream
+        return stream
 
     def close(self, stream: Stream) -> None:
-        """Release a stream's runtime state (chunk-wise runtimes hold slots and K/V pages)."""
-        if self.chunkwise is not None:
-            self.chunkwise.close(stream)
+        """Release a stream's state (its detector state; chunk-wise runtimes hold slots and
+        K/V pages)."""
+        self.policy.close(stream)
+        stream.detector.close(stream.id)
+        self._open.pop(stream.id, None)
 
     def is_ready(self, stream: Stream) -> bool:
-        if self.chunkwise is not None:
-            return self.chunkwise.is_ready(stream)
-        return redecode.next_job(stream) is not None
+        """A decode is due (``step_s`` of new audio, a chunk window, an endpoint within reach,
+        the input's end); False while a final waits for ``reset``."""
+        detect(list(self._open.values()))
+        return self.policy.is_ready(stream)
 
     def decode_streams(self, streams: Iterable[Stream]) -> None:
         """One step for every ready stream: re-decoded buffers in one batched engine pass, or
         one chunk of every chunk-wise stream in one runtime step."""
-        if self.chunkwise is not None:
-            self.chunkwise.decode_streams(list(streams))
-            return
-        jobs = [j for j in (redecode.next_job(s) for s in streams) if j is not None]
-        decoding = {}
-        for j in jobs:
-            if j.needs_model:
-                rid = f"stream{j.stream.id}:{j.stream.stats.decodes}:{j.kind}"
-                decoding[rid] = j
-                opts = DecodingOptions(language=j.stream.options.language,
-                                       task=j.stream.options.task, word_timestamps=True)
-                self.engine.add_request(Request(rid, j.stream.buffer(j.end), opts))
-        outs = {}
-        while self.engine.has_unfinished():
-            for out in self.engine.step():
-                outs[out.request_id] = out
-        for j in jobs:
-            words = []
-            rid = next((r for r, jj in decoding.items() if jj is j), None)
-            if rid is not None:
-                out = outs[rid]
-                if out.error:
-                    raise RuntimeError(f"stream {j.stream.id}: {out.error}")
-                words = redecode.words_on_clock(j.stream, out.words, j.end)
-            redecode.apply(j, words)
+        detect(list(self._open.values()))
+        self.policy.decode(list(streams))
 
     def get_result(self, stream: Stream) -> StreamResult:
-        if self.chunkwise is not None:
-            return self.chunkwise.result(stream)
-        return redecode.partial_result(stream)
+        return self.policy.result(stream)
 
     def is_endpoint(self, stream: Stream) -> bool:
         """The current utterance has ended: ``get_result`` is its final until ``reset``."""
@@ -120,13 +83,7 @@ class StreamingRecognizer:
     def reset(self, stream: Stream) -> None:
         """Start the next utterance: after an endpoint, where the final ended; otherwise the
         current utterance's words are dropped and the next starts at the decoded head."""
-        if stream.final is not None:
-            stream.start_utterance(stream.final_end)
-        elif self.chunkwise is not None:
-            self.chunkwise.drop_utterance(stream)
-        else:
-            stream.hypotheses.previous = []
-            stream.start_utterance(stream.decoded_head)
+        self.policy.reset(stream)
 
     def is_done(self, stream: Stream) -> bool:
         """Input finished and everything decoded into finals."""

@@ -3,21 +3,22 @@
 ``Stream.accept_waveform(sample_rate, samples)`` takes chunks of any size at any rate (a rate
 change mid-stream flushes the old resampler and starts a new one); the samples land at the
 model's rate on the stream's clock, which counts model-rate samples since the stream began and
-is never reset. The speech detector and the endpointer run as audio arrives; the recognizer
-decodes (``oasr.streaming.recognizer``).
+is never reset. The stream keeps what every policy shares: the audio buffer, the detector's
+trace (speech runs and endpoints, filled by ``oasr.streaming.detector``), the current
+utterance and its final. What a policy keeps per stream is its own ``state`` (``RedecodeState``,
+``ChunkState``), attached when the policy opens the stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from oasr.audio.resample import StreamResampler
-from oasr.streaming.agreement import HypothesisBuffer, Word
-from oasr.streaming.detector import EnergySpeechDetector, FrameSpeechDetector
-from oasr.streaming.endpoint import Endpoint, EndpointConfig, Endpointer
+from oasr.streaming.agreement import Word
+from oasr.vad.endpointer import Endpoint, EndpointConfig, Endpointer
 
 
 @dataclass
@@ -30,7 +31,9 @@ class StreamOptions:
         at ``step_s`` when ``max_step_s == step_s``.
     trim_s: a buffer longer than this is cut at its last committed sentence end.
     max_buffer_s: a buffer longer than this is cut at its last committed word, whatever it is.
-    detector: builds the stream's speech detector from the model's sample rate.
+    detector: the speech detector endpoints come from: a name on the speech-detector axis
+        (``oasr.vad``) that serves the ``stream`` role from audio (``energy``, ``silero``).
+    detector_model_dir: a folder with the detector's weights (``None``: its weight package).
     language / task: passed to the model (Whisper).
     chunk_frames / left_chunks: a chunk-wise encoder's decoding chunk (encoder frames) and
         left window in chunks (-1: every earlier frame); ``None``: the model's declaration.
@@ -42,7 +45,8 @@ class StreamOptions:
     max_step_s: float = 5.0
     trim_s: float = 15.0
     max_buffer_s: float = 24.0
-    detector: Callable[[int], FrameSpeechDetector] = EnergySpeechDetector
+    detector: str = "energy"
+    detector_model_dir: str | None = None
     language: str | None = None
     task: str | None = None
     chunk_frames: int | None = None
@@ -97,22 +101,33 @@ class StreamStats:
     first_speech: float | None = None  # start of the first speech frame
     commit_lags: list[float] = field(default_factory=list)  # per word: head at commit - end
 
+    def note_first_speech(self, stream: Stream) -> None:
+        if self.first_speech is None and stream.speech_runs:
+            self.first_speech = stream.speech_runs[0][0] / stream.sample_rate
+
 
 def join_words(words: list[Word]) -> str:
     return " ".join(w.text.strip() for w in words if w.text.strip())
 
 
 class Stream:
-    """One source's audio and decode state. Build through ``recognizer.create_stream``."""
+    """One source's audio and utterance state. Build through ``recognizer.create_stream``.
 
-    def __init__(self, sample_rate: int, options: StreamOptions, stream_id: int = 0) -> None:
+    ``detector`` is the recognizer's ``StreamingVadPool`` this stream is open on (its frame
+    size and silence floor); the detector itself runs in ``decode_streams``, batched across
+    streams."""
+
+    def __init__(self, sample_rate: int, options: StreamOptions, stream_id: int,
+                 detector: Any) -> None:
         self.id = stream_id
         self.sample_rate = sample_rate
         self.options = options
-        self.detector = options.detector(sample_rate)
-        self.endpointer = Endpointer(self.detector.frame_samples / sample_rate, options.endpoint)
+        self.detector = detector
+        self.frame_samples: int = detector.frame_samples
+        self.endpointer = Endpointer(detector.frame_s, options.endpoint,
+                                     detector.spec.min_silence_floor_ms / 1000.0)
         self._resampler: StreamResampler | None = None
-        self._det_pending = np.zeros(0, dtype=np.float32)
+        self._undetected = np.zeros(0, dtype=np.float32)  # samples not yet through the detector
         self.audio = np.zeros(0, dtype=np.float32)  # the buffer: clock samples [base, received)
         self.base = 0  # clock sample of audio[0]
         self.received = 0
@@ -122,9 +137,8 @@ class Stream:
         self.flushed = False
         self.stats = StreamStats()
         self.final_end = 0  # clock sample where the last final ended
-        self.hypotheses = HypothesisBuffer()
-        self.decoded_head = 0  # clock sample the latest decode reached
         self.segment = -1
+        self.state: Any = None  # the policy's per-stream state, attached by its ``open``
         self.start_utterance(0)
 
     # -- input --------------------------------------------------------------------------------
@@ -154,24 +168,44 @@ class Stream:
         self.finished = True
 
     def _append(self, x: np.ndarray) -> None:
-        if not len(x):
-            return
-        self.audio = np.concatenate([self.audio, x])
-        self.received += len(x)
-        det = np.concatenate([self._det_pending, x])
-        fs = self.detector.frame_samples
-        n = len(det) // fs
-        if n:
-            first = self.endpointer.frames
-            probs = self.detector.speech_probability(det[: n * fs].reshape(n, fs))
-            for i in np.flatnonzero(probs >= self.options.endpoint.speech_threshold):
-                a, b = (first + int(i)) * fs, (first + int(i) + 1) * fs
-                if self.speech_runs and self.speech_runs[-1][1] == a:
-                    self.speech_runs[-1][1] = b
-                else:
-                    self.speech_runs.append([a, b])
-            self.endpoints += self.endpointer.push(probs)
-        self._det_pending = det[n * fs:]
+        if len(x):
+            self.audio = np.concatenate([self.audio, x])
+            self.received += len(x)
+            self._undetected = np.concatenate([self._undetected, x])
+
+    # -- the detector's trace -----------------------------------------------------------------
+    @property
+    def undetected_frames(self) -> int:
+        """Whole detector frames received but not yet through the detector."""
+        return len(self._undetected) // self.frame_samples
+
+    def take_undetected(self) -> np.ndarray:
+        """The whole detector frames not yet detected (their samples); the rest stays."""
+        n = self.undetected_frames * self.frame_samples
+        out, self._undetected = self._undetected[:n], self._undetected[n:]
+        return out
+
+    def add_speech_probabilities(self, probs: np.ndarray) -> None:
+        """The detector's probabilities for the frames ``take_undetected`` gave it, in order:
+        the endpointer classifies them (speech runs) and finds the endpoints."""
+        first = self.endpointer.frames
+        speech, endpoints = self.endpointer.push(probs)
+        fs = self.frame_samples
+        for i in np.flatnonzero(speech):
+            a, b = (first + int(i)) * fs, (first + int(i) + 1) * fs
+            if self.speech_runs and self.speech_runs[-1][1] == a:
+                self.speech_runs[-1][1] = b
+            else:
+                self.speech_runs.append([a, b])
+        self.endpoints += endpoints
+
+    def endpoint_sample(self, endpoint: Endpoint) -> int:
+        """The clock sample where ``endpoint`` starts the next utterance."""
+        return endpoint.frame * self.frame_samples
+
+    def has_speech(self, start: int, end: int) -> bool:
+        """Whether any detector frame in clock samples [start, end) was speech."""
+        return any(a < end and b > start for a, b in reversed(self.speech_runs))
 
     # -- the buffer ---------------------------------------------------------------------------
     def buffer(self, end: int) -> np.ndarray:
@@ -183,20 +217,27 @@ class Stream:
         cut = min(max(sample - self.base, 0), len(self.audio))
         self.audio = self.audio[cut:]
         self.base += cut
-        self.hypotheses.drop_before(self.base / self.sample_rate)
         self.speech_runs = [r for r in self.speech_runs if r[1] > self.base]
-
-    def has_speech(self, start: int, end: int) -> bool:
-        """Whether any detector frame in clock samples [start, end) was speech."""
-        return any(a < end and b > start for a, b in reversed(self.speech_runs))
 
     # -- the utterance ------------------------------------------------------------------------
     def start_utterance(self, start: int) -> None:
         """Start the next utterance at clock ``start``; the stream's buffer and clock stay."""
         self.utterance_start = start
-        self.words: list[Word] = []  # this utterance's committed words
         self.final: StreamResult | None = None
         self.segment += 1
+
+    def finalize(self, words: list[Word], text: str, end_sample: int, rule: int | None,
+                 token_ids: list[int] | None = None) -> None:
+        """Close the current utterance: its final (``text`` and ``words`` on the clock, and
+        ``token_ids`` where the policy decodes tokens) ends at clock ``end_sample``; the next
+        starts there on ``reset``."""
+        start = self.utterance_start / self.sample_rate
+        end_s = end_sample / self.sample_rate
+        self.final = StreamResult(
+            committed=text, partial="", words=words, is_final=True,
+            start=words[0].start if words else start, end=words[-1].end if words else end_s,
+            segment=self.segment, endpoint_rule=rule, token_ids=token_ids)
+        self.final_end = end_sample
 
     def seconds(self, sample: int) -> float:
         return sample / self.sample_rate

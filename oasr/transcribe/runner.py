@@ -7,10 +7,11 @@ mode, its segments on the recording's clock. A row that cannot be read becomes a
 the run goes on; rows already in the output are skipped, so a rerun resumes. A window of
 digital silence is not decoded, and a window Whisper's no-speech guard calls silent
 (``fallback.TemperatureFallback.silent``) keeps no text; a recording that is silent throughout
-gets empty text with ``finish_reason="silence"``. Whisper's prompt (``initial_prompt``, a row's
-``prompt`` column) goes before the first window; ``condition_on_previous_text`` prompts each
-later window with the tokens settled before it, which the sequential windows of a recording
-allow. Each window's generation is capped by its length (:mod:`oasr.transcribe.generation_limits`).
+gets empty text with ``finish_reason="no_speech"`` (:mod:`oasr.transcribe.rows`). Whisper's
+prompt (``initial_prompt``, a row's ``prompt`` column) goes before the first window;
+``condition_on_previous_text`` prompts each later window with the tokens settled before it,
+which the sequential windows of a recording allow. Each window's generation is capped by its
+length (:mod:`oasr.transcribe.generation_limits`).
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
 transcriber is its request source, yielding the next window of any row in flight, or starting a
@@ -42,6 +43,7 @@ from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
 from oasr.transcribe.output_thread import OutputThread
 from oasr.transcribe.prefetch import AudioPrefetch, default_workers
+from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
 from oasr.transcribe.running_wer import RunningWer
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
@@ -82,11 +84,30 @@ class TranscribeOptions:
     initial_prompt: str | None = None
     condition_on_previous_text: bool | None = None
     prompt_reset_on_temperature: float = 0.5
+    # Tokens a window may generate; None: scaled with the window's audio (generation_cap).
+    max_new_tokens: int | None = None
+    # Called with each kept window of the sequential runner as it settles (SettledWindow), in
+    # the recording's order, before the row finishes: what a lazy segment reader follows.
+    on_settled: Callable[[Any], Any] | None = None
     # Threads decoding audio ahead of the engine (oasr.transcribe.prefetch); None: one per
     # core but one (at most 8); 0: decode on the transcriber's thread.
     decode_workers: int | None = None
     # Write rows and score their WER on a thread of their own (oasr.transcribe.output_thread).
     output_thread: bool = True
+
+
+@dataclass
+class SettledWindow:
+    """One kept window of a recording, as it settles (``TranscribeOptions.on_settled``): its
+    segments and words on the recording's clock, and the decode that produced them."""
+
+    row_id: str
+    index: int  # the recording's kept windows, counted from 0
+    start: float  # seconds from the recording's start where the window began
+    temperature: float
+    output: RequestOutput
+    segments: list[dict[str, Any]]
+    words: list[dict[str, Any]]
 
 
 @dataclass
@@ -99,7 +120,7 @@ class RunStats:
     audio_s: float = 0.0
     wall_s: float = 0.0
     wer: RunningWer = field(default_factory=RunningWer)
-    # Rows by finish_reason (stop, length, repetition, silence).
+    # Rows by finish_reason (oasr.transcribe.rows.FINISH_REASONS).
     finish_reasons: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
     dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
@@ -148,38 +169,19 @@ class _RowState:
     prompt_ids: list[int] | None = None
 
 
-def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
-    return OutputRow(id=row.id, text=None, words=None, segments=None, confidence=None,
-                     duration=duration, language=None, finish_reason=None, error=message,
-                     passthrough=row.passthrough)
-
-
 def _summary_row(state: _RowState, duration: float) -> OutputRow:
     row = state.row
     if not state.outs:  # every window was silent: nothing decoded or nothing kept
-        return OutputRow(id=row.id, text="", words=[] if state.decoding.word_timestamps else None,
-                         segments=[] if state.long else None, confidence=None, duration=duration,
-                         language=None, finish_reason="silence", error=None,
-                         passthrough=row.passthrough)
-    outs = state.outs
-    tokens = sum(len(o.token_ids) for o in outs)
-    confidence = (sum((o.confidence or 0.0) * len(o.token_ids) for o in outs) / tokens
-                  if tokens else None)
-    reasons = {o.finish_reason for o in outs}
-    reason = next((r for r in ("repetition", "length", "stop") if r in reasons), None)
-    languages = [o.language for o in outs if o.language]
-    language = max(set(languages), key=languages.count) if languages else None
-    text = " ".join(t for t in state.texts if t) if state.long else outs[0].text
-    words = state.words if state.decoding.word_timestamps else None
+        return no_speech_row(row, duration, state.decoding.word_timestamps, state.long)
+    text = state.texts if state.long else [state.outs[0].text]
     # A row decoded in one window is one segment: the whole audio.
     segments = state.segments if state.long else [
-        {"start": row.offset, "end": row.offset + duration, "text": text}]
-    return OutputRow(id=row.id, text=text, words=words, segments=segments, confidence=confidence,
-                     duration=duration, language=language, finish_reason=reason, error=None,
-                     passthrough=row.passthrough)
+        {"start": row.offset, "end": row.offset + duration, "text": text[0]}]
+    return assemble_row(row, state.outs, duration=duration, texts=text, segments=segments,
+                        words=state.words if state.decoding.word_timestamps else None)
 
 
-def _header_duration(row: ManifestRow) -> float | None:
+def header_duration(row: ManifestRow) -> float | None:
     """The recording's (or its segment's) duration from the file header, for progress."""
     from oasr.audio import audio_info
 
@@ -248,9 +250,8 @@ class Transcriber:
     def _start(self, row: ManifestRow) -> None:
         if row.error:
             # Name the manifest line, as decode errors do, unless the reader already did.
-            message = (row.error if row.error.startswith(row.source)
-                       else f"{row.source}: {row.error}")
-            self.ready.append((_error_row(row, message), row.text))
+            message = row.located(row.error)
+            self.ready.append((error_row(row, message), row.text))
             return
         chunks = self._prefetch.take(row) if self._prefetch is not None else None
         if chunks is None:
@@ -279,7 +280,7 @@ class Transcriber:
     def _fail(self, state: _RowState, message: str) -> None:
         self.active.pop(state.row.id, None)
         duration = state.reader.total / self.sr if state.reader.total else None
-        self.ready.append((_error_row(state.row, message, duration), state.row.text))
+        self.ready.append((error_row(state.row, message, duration), state.row.text))
 
     def _finish(self, state: _RowState) -> None:
         self.active.pop(state.row.id, None)
@@ -296,7 +297,7 @@ class Transcriber:
                 audio = state.reader.window(seek, self.window)
                 more = state.reader.has_more(seek + len(audio))
             except AudioDecodeError as exc:
-                self._fail(state, f"{row.source}: {exc}")
+                self._fail(state, row.located(str(exc)))
                 return
             if not len(audio):
                 if seek == 0:
@@ -308,7 +309,7 @@ class Transcriber:
             if seek == 0:
                 state.long = more
                 if more and self.options.on_window is not None:
-                    state.expected_s = _header_duration(row)
+                    state.expected_s = header_duration(row)
             if more and not self.resumes:
                 audio = audio[:quiet_cut(audio, self.sr)]
             state.seek, state.window_len = seek, len(audio)
@@ -319,7 +320,8 @@ class Transcriber:
                 return
             seek += len(audio)
         decoding = replace(state.decoding, timestamps=state.long and self.resumes,
-                           max_new_tokens=generation_cap(len(audio) / self.sr),
+                           max_new_tokens=(self.options.max_new_tokens
+                                           or generation_cap(len(audio) / self.sr)),
                            prompt=state.prompt_ids or state.prompt_text)
         fallback = self.options.fallback
         if fallback is not None:
@@ -336,7 +338,7 @@ class Transcriber:
         if state is None:
             return
         if out.error:
-            self._fail(state, f"{state.row.source}: {out.error}")
+            self._fail(state, state.row.located(out.error))
             return
         fallback = self.options.fallback
         if fallback is not None and fallback.retry(out, state.attempt):
@@ -375,18 +377,24 @@ class Transcriber:
         shift = state.row.offset
         # Word times on the recording's clock; a window's words are its settled text's.
         # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
-        state.words += [{"word": w.word, "start": round(shift + start + w.start, 3),
-                         "end": round(shift + min(start + w.end, window_end), 3),
-                         "confidence": w.confidence} for w in out.words or []]
+        words = [{"word": w.word, "start": round(shift + start + w.start, 3),
+                  "end": round(shift + min(start + w.end, window_end), 3),
+                  "confidence": w.confidence} for w in out.words or []]
+        state.words += words
         if not state.long:
+            duration = state.reader.total / self.sr
+            self._settled(state, out, temperature, words,
+                          [{"start": shift, "end": shift + duration, "text": out.text}])
             self._finish(state)
             return
         if not self.resumes:  # a whole window is one segment
             out.segments = [(0.0, state.window_len / self.sr, out.text)]
+        settled = len(state.segments)
         for seg_start, seg_end, text in out.segments or []:
             end = window_end if seg_end is None else min(start + seg_end, window_end)
             state.segments.append({"start": round(shift + start + seg_start, 3),
                                    "end": round(shift + end, 3), "text": text})
+        self._settled(state, out, temperature, words, state.segments[settled:])
         state.texts.append(out.text)
         advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
         if out.resume_at is not None and out.words:
@@ -394,6 +402,13 @@ class Transcriber:
         if self.options.on_window is not None:
             self.options.on_window(state.row.id, max(advance, 1) / self.sr, state.expected_s)
         self._next_window(state, state.seek + max(advance, 1))
+
+    def _settled(self, state: _RowState, out: RequestOutput, temperature: float,
+                 words: list[dict[str, Any]], segments: list[dict[str, Any]]) -> None:
+        if self.options.on_settled is not None:
+            self.options.on_settled(SettledWindow(
+                row_id=state.row.id, index=len(state.outs) - 1, start=state.seek / self.sr,
+                temperature=temperature, output=out, segments=segments, words=words))
 
     def _resume_before_onset(self, state: _RowState, out: RequestOutput, advance: int) -> int:
         """Whisper's last closed timestamp often lands a little after the next utterance began;
@@ -438,6 +453,15 @@ class Transcriber:
 
     def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
         """Yield (output row, reference text) as rows finish."""
+        for item in self.run_ticks(rows):
+            if item is not None:
+                yield item
+
+    def run_ticks(self, rows: Iterator[ManifestRow]
+                  ) -> Iterator[tuple[OutputRow, str | None] | None]:
+        """:meth:`run`, also yielding ``None`` after each engine output: a consumer that
+        follows windows as they settle (``on_settled``) gets control between them, so the
+        decoding advances only as fast as it reads."""
         workers = self.options.decode_workers
         workers = default_workers() if workers is None else workers
         if self.prefetch_audio and workers > 0:
@@ -451,6 +475,7 @@ class Transcriber:
                     if self.on_output is not None:
                         self.on_output()
                     yield from self._drain()
+                    yield None
                 yield from self._drain()
                 if self._rows_done and not self.active and not self._queue:
                     return

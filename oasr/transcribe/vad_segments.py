@@ -33,14 +33,16 @@ from oasr.audio.resample import resample
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ManifestRow, OutputRow
+from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
 from oasr.vad import VADS, SpeechDetector, build_detector
 from oasr.vad.segmenter import SegmenterConfig, segment
 
-NO_SPEECH = "no_speech"
 # Rows whose audio is read and run through the detector together.
 DETECT_BATCH = 16
 DETECT_BATCH_S = 1800.0
+# Rows whose detected speech seconds are kept (the API's info.duration_after_vad reads them).
+SPEECH_SECONDS_KEPT = 1024
 PRESEGMENT = SegmenterConfig(min_speech_ms=250.0, min_silence_ms=160.0, speech_pad_ms=400.0)
 
 
@@ -91,7 +93,8 @@ class RecordingSegmenter:
         for i, w in enumerate(wavs):
             x[i, : len(w)] = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
         out = self.detector.detect(x, lengths, rate)
-        config = replace(self.config, max_segment_s=max_segment_s)
+        config = replace(self.config, max_segment_s=min(self.config.max_segment_s,
+                                                         max_segment_s))
         recs = []
         for i, audio in enumerate(audios):
             duration = len(audio) / sample_rate
@@ -101,12 +104,14 @@ class RecordingSegmenter:
         return recs
 
 
-def build_recording_segmenter(name: str, device: str = "cpu",
-                              model_dir: str | None = None) -> RecordingSegmenter:
+def build_recording_segmenter(name: str, device: str = "cpu", model_dir: str | None = None,
+                              overrides: dict[str, float] | None = None) -> RecordingSegmenter:
     """``--vad NAME``: raises naming the fix when the detector cannot pre-segment or has no
-    weights, before any row is read."""
+    weights, before any row is read. ``overrides``: ``SegmenterConfig`` fields set over
+    :data:`PRESEGMENT` and the detector's own threshold (``--vad-threshold`` ...)."""
     detector = build_detector(name, mode="presegment", model_dir=model_dir, device=device)
-    return RecordingSegmenter(detector, name)
+    config = replace(PRESEGMENT, threshold=detector.default_threshold)
+    return RecordingSegmenter(detector, name, replace(config, **(overrides or {})))
 
 
 @dataclass
@@ -132,9 +137,12 @@ class VadTranscriber(Transcriber):
         # row id -> its audio and detection, or the message of why it could not be read
         self.prepared: dict[str, Any] = {}
         self.vad_s = 0.0  # seconds spent in the detector and the segmenter
+        # row id -> seconds the detector called speech, for the latest rows only
+        self.speech_seconds: dict[str, float] = {}
 
-    def run(self, rows: Iterator[ManifestRow]) -> Iterator[tuple[OutputRow, str | None]]:
-        yield from super().run(self._detected(iter(rows)))
+    def run_ticks(self, rows: Iterator[ManifestRow]
+                  ) -> Iterator[tuple[OutputRow, str | None] | None]:
+        yield from super().run_ticks(self._detected(iter(rows)))
 
     def _detected(self, rows: Iterator[ManifestRow]) -> Iterator[ManifestRow]:
         """The rows, each group's audio read and run through the detector in one batch first
@@ -154,7 +162,7 @@ class VadTranscriber(Transcriber):
                     pieces = list(iter_audio_chunks(row.audio, self.sr, chunk_seconds=60.0,
                                                     offset=row.offset, duration=row.duration))
                 except AudioDecodeError as exc:
-                    self.prepared[row.id] = f"{row.source}: {exc}"
+                    self.prepared[row.id] = row.located(str(exc))
                     continue
                 audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
                 if not len(audio):
@@ -173,7 +181,11 @@ class VadTranscriber(Transcriber):
                 by_audio = iter(recs)
                 for row in group:
                     if isinstance(self.prepared.get(row.id), np.ndarray):
-                        self.prepared[row.id] = (self.prepared[row.id], next(by_audio))
+                        rec = next(by_audio)
+                        self.prepared[row.id] = (self.prepared[row.id], rec)
+                        self.speech_seconds[row.id] = sum(e - s for s, e in rec.segments)
+                        while len(self.speech_seconds) > SPEECH_SECONDS_KEPT:
+                            self.speech_seconds.pop(next(iter(self.speech_seconds)))
             yield from group
 
     def _start(self, row: ManifestRow) -> None:
@@ -182,7 +194,7 @@ class VadTranscriber(Transcriber):
             return
         prepared = self.prepared.pop(row.id)
         if isinstance(prepared, str):
-            self.ready.append((_error_row(row, prepared), row.text))
+            self.ready.append((error_row(row, prepared), row.text))
             return
         audio, rec = prepared
         # Chunks decode in parallel: each takes the initial prompt (faster-whisper's batched
@@ -190,9 +202,12 @@ class VadTranscriber(Transcriber):
         prompt = row.prompt if row.prompt is not None else self.options.initial_prompt
         decoding = DecodingOptions(language=row.language or self.options.language,
                                    task=row.task or self.options.task, prompt=prompt,
-                                   word_timestamps=self.options.word_timestamps)
+                                   word_timestamps=self.options.word_timestamps,
+                                   max_new_tokens=self.options.max_new_tokens)
         if not rec.segments:
-            self.ready.append((_no_speech_row(row, rec.duration_s, decoding), row.text))
+            words = bool(decoding.word_timestamps)
+            self.ready.append((no_speech_row(row, rec.duration_s, words, len(audio) > self.window),
+                               row.text))
             return
         long = len(audio) > self.window
         chunks = (merge_into_chunks(rec.segments, self.window / self.sr) if long
@@ -209,7 +224,7 @@ class VadTranscriber(Transcriber):
     def _fail_vad(self, state: _VadRow, message: str) -> None:
         self.vad_rows.pop(state.row.id, None)
         self.active.pop(state.row.id, None)
-        self.ready.append((_error_row(state.row, message, state.duration_s), state.row.text))
+        self.ready.append((error_row(state.row, message, state.duration_s), state.row.text))
 
     def _fail(self, state: Any, message: str) -> None:
         if isinstance(state, _VadRow):
@@ -222,24 +237,13 @@ class VadTranscriber(Transcriber):
         if state is None:
             return
         if out.error:
-            self._fail_vad(state, f"{state.row.source}: {out.error}")
+            self._fail_vad(state, state.row.located(out.error))
             return
         state.outs[int(out.metadata["window"])] = out
         if len(state.outs) == len(state.chunks):
             self.vad_rows.pop(state.row.id)
             self.active.pop(state.row.id, None)
             self.ready.append((_stitched_row(state), state.row.text))
-
-
-def _error_row(row: ManifestRow, message: str, duration: float | None = None) -> OutputRow:
-    return OutputRow(id=row.id, text=None, error=message, duration=duration,
-                     passthrough=row.passthrough)
-
-
-def _no_speech_row(row: ManifestRow, duration: float, decoding: DecodingOptions) -> OutputRow:
-    return OutputRow(id=row.id, text="", words=[] if decoding.word_timestamps else None,
-                     segments=[], duration=duration, finish_reason=NO_SPEECH,
-                     passthrough=row.passthrough)
 
 
 def _stitched_row(state: _VadRow) -> OutputRow:
@@ -253,16 +257,7 @@ def _stitched_row(state: _VadRow) -> OutputRow:
         words += [{"word": w.word, "start": shift + start + w.start,
                    "end": shift + min(start + w.end, end), "confidence": w.confidence}
                   for w in out.words or []]
-    tokens = sum(len(o.token_ids) for o in outs)
-    confidence = (sum((o.confidence or 0.0) * len(o.token_ids) for o in outs) / tokens
-                  if tokens else None)
-    reasons = {o.finish_reason for o in outs}
-    reason = next((r for r in ("repetition", "length", "stop") if r in reasons), None)
-    languages = [o.language for o in outs if o.language]
-    language = max(set(languages), key=languages.count) if languages else None
-    text = " ".join(o.text for o in outs if o.text) if state.long else outs[0].text
-    return OutputRow(id=state.row.id, text=text,
-                     words=words if state.decoding.word_timestamps else None,
-                     segments=segments if state.long else None, confidence=confidence,
-                     duration=state.duration_s, language=language, finish_reason=reason,
-                     error=None, passthrough=state.row.passthrough)
+    texts = [o.text for o in outs] if state.long else [outs[0].text]
+    return assemble_row(state.row, outs, duration=state.duration_s, texts=texts,
+                        segments=segments if state.long else None,
+                        words=words if state.decoding.word_timestamps else None)

@@ -28,6 +28,7 @@ VADS: Registry[VadSpec] = Registry("speech detector", entry_point_group="oasr.va
 VADS.register("silero", "oasr.vad.silero:SILERO_SPEC")
 VADS.register("fsmn", "oasr.vad.fsmn:FSMN_SPEC")
 VADS.register("ctc_blank", "oasr.vad.ctc_blank:CTC_BLANK_SPEC")
+VADS.register("energy", "oasr.vad.energy:ENERGY_SPEC")
 
 
 def register_vad(spec: VadSpec) -> VadSpec:

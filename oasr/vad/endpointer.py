@@ -1,16 +1,23 @@
-"""Streaming endpoints from a per-frame speech probability: shared policy for every detector.
+"""Endpoints from a per-frame speech probability: the one endpointer, shared by every detector
+and by both stream policies (``oasr.streaming``).
 
-One ``Endpointer`` per stream is fed the detector's probabilities chunk by chunk. A frame is
-speech when ``p >= threshold``, silence when ``p < neg_threshold``, and keeps the previous state
-in between (hysteresis). It emits ``speech_start`` when an utterance's first speech frame arrives
-and ``endpoint`` when any rule fires; an endpoint starts a new utterance at the next frame.
+Each frame is classified first. A frame is speech when ``p >= speech_threshold``; without
+hysteresis (``neg_threshold=None``, the default) every other frame is silence; with it a frame
+is silence only when ``p < neg_threshold`` and keeps the previous frame's class in between (as
+Silero's own streaming iterator does with ``threshold - 0.15``).
 
-A rule fires when the trailing silence (frames since the last speech frame, or since the
-utterance began when it has none) reaches ``min_trailing_silence_ms`` and the utterance is at
-least ``min_utterance_ms`` long, and, with ``must_contain_speech``, has had a speech frame. The
-defaults are the three rules of k2/sherpa's endpointing: 2.4 s of silence with no speech, 1.2 s
-of silence after speech, and 20 s of utterance regardless. A trailing-silence threshold is never
-shorter than the detector's ``min_silence_floor_ms``.
+Then the rules, sherpa-onnx's three. A rule fires when the utterance so far satisfies all of
+``must_contain_speech`` (some frame was speech), trailing silence (frames since the last speech
+frame, or since the utterance began when it has none) ``>= min_trailing_silence_s`` and length
+``>= min_utterance_length_s``; the first rule that fires, in order, ends the utterance and the
+next one starts at the next frame. The defaults are sherpa-onnx's:
+
+- rule 1: 2.4 s of trailing silence, speech or not (drops a stream that only hears silence);
+- rule 2: 1.2 s of trailing silence after speech (the end of a sentence);
+- rule 3: 20 s of utterance, whatever it holds (bounds an utterance that never pauses).
+
+A rule's trailing silence is never shorter than the detector's ``min_silence_floor_s`` (a peaky
+signal such as a CTC blank posterior has short silent runs inside words).
 """
 
 from __future__ import annotations
@@ -23,79 +30,97 @@ import numpy as np
 @dataclass(frozen=True)
 class EndpointRule:
     must_contain_speech: bool
-    min_trailing_silence_ms: float
-    min_utterance_ms: float
+    min_trailing_silence_s: float
+    min_utterance_length_s: float
 
-
-DEFAULT_RULES = (
-    EndpointRule(False, 2400.0, 0.0),
-    EndpointRule(True, 1200.0, 0.0),
-    EndpointRule(False, 0.0, 20000.0),
-)
+    def fires(self, has_speech: bool, trailing_silence_s: float, utterance_s: float,
+              floor_s: float = 0.0) -> bool:
+        silence = self.min_trailing_silence_s
+        if silence > 0:
+            silence = max(silence, floor_s)
+        return ((has_speech or not self.must_contain_speech)
+                and trailing_silence_s >= silence
+                and utterance_s >= self.min_utterance_length_s)
 
 
 @dataclass(frozen=True)
 class EndpointConfig:
-    threshold: float = 0.5
-    neg_threshold: float | None = None  # default: threshold - 0.15 (at least 0.01)
-    rules: tuple[EndpointRule, ...] = DEFAULT_RULES
+    """The rules (numbered 1 to 3 in ``Endpoint.rule``), the frame classification and a switch.
+
+    speech_threshold: a frame with ``p >= speech_threshold`` is speech.
+    neg_threshold: hysteresis; ``None`` (default): none, a frame below ``speech_threshold`` is
+        silence.
+    enabled: ``False`` classifies frames but emits no endpoint (``oasr stream --no-endpoint``).
+    """
+
+    rule1: EndpointRule = EndpointRule(False, 2.4, 0.0)
+    rule2: EndpointRule = EndpointRule(True, 1.2, 0.0)
+    rule3: EndpointRule = EndpointRule(False, 0.0, 20.0)
+    speech_threshold: float = 0.5
+    neg_threshold: float | None = None
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.speech_threshold <= 1.0:
+            raise ValueError(f"speech_threshold must be in (0, 1], got {self.speech_threshold}")
+        if self.neg_threshold is not None and not (
+                0.0 <= self.neg_threshold <= self.speech_threshold):
+            raise ValueError(f"neg_threshold must be in [0, speech_threshold="
+                             f"{self.speech_threshold}], got {self.neg_threshold}")
 
     @property
-    def low(self) -> float:
-        if self.neg_threshold is not None:
-            return self.neg_threshold
-        return max(self.threshold - 0.15, 0.01)
+    def rules(self) -> tuple[EndpointRule, ...]:
+        return (self.rule1, self.rule2, self.rule3)
 
 
 @dataclass(frozen=True)
-class EndpointEvent:
-    """``kind`` is ``speech_start`` or ``endpoint``; ``time_s`` is on the stream's clock (the
-    start of the first speech frame, or the end of the frame that fired); ``rule`` indexes
-    ``EndpointConfig.rules`` for an endpoint."""
+class Endpoint:
+    """An utterance boundary: ``frame`` is the first frame of the next utterance (the stream's
+    frame clock); ``rule`` is 1, 2 or 3; ``has_speech``: the ended utterance held speech."""
 
-    kind: str
-    time_s: float
-    rule: int | None = None
+    frame: int
+    rule: int
+    has_speech: bool
 
 
 @dataclass
 class Endpointer:
+    """Walks one stream's per-frame speech probabilities, chunk by chunk (events do not depend
+    on the chunking). ``frame_s`` is the detector's frame duration."""
+
     frame_s: float
     config: EndpointConfig = field(default_factory=EndpointConfig)
-    min_silence_floor_ms: float = 0.0
-    frames: int = 0  # frames seen on this stream
-    utterance_start: int = 0
-    last_speech: int | None = None  # index of the utterance's last speech frame
-    speaking: bool = False
+    min_silence_floor_s: float = 0.0
+    frames: int = 0  # frames seen on the stream's clock
+    start: int = 0  # first frame of the current utterance
+    last_speech: int = -1  # last speech frame of the current utterance, -1 for none
+    speaking: bool = False  # the last frame's class (what the hysteresis band keeps)
 
-    def feed(self, probs: np.ndarray) -> list[EndpointEvent]:
-        """probs: (n,) this chunk's probabilities -> the events they caused, in order."""
-        events: list[EndpointEvent] = []
-        floor = self.min_silence_floor_ms
-        for p in np.asarray(probs, dtype=np.float32).reshape(-1).tolist():
-            i = self.frames
-            self.frames += 1
-            if p >= self.config.threshold:
+    def push(self, probabilities: np.ndarray) -> tuple[np.ndarray, list[Endpoint]]:
+        """(N,) probabilities of the next N frames -> their classes (N,) bool (True: speech)
+        and the endpoints they complete, in order."""
+        cfg = self.config
+        probs = np.asarray(probabilities, dtype=np.float64).reshape(-1)
+        speech = np.zeros(len(probs), dtype=bool)
+        out: list[Endpoint] = []
+        for i, p in enumerate(probs.tolist()):
+            if p >= cfg.speech_threshold:
                 self.speaking = True
-            elif p < self.config.low:
+            elif cfg.neg_threshold is None or p < cfg.neg_threshold:
                 self.speaking = False
+            speech[i] = self.speaking
             if self.speaking:
-                if self.last_speech is None:
-                    events.append(EndpointEvent("speech_start", i * self.frame_s))
-                self.last_speech = i
-            silence_from = self.utterance_start if self.last_speech is None else (
-                self.last_speech + 1)
-            trailing_ms = (self.frames - silence_from) * self.frame_s * 1000.0
-            utterance_ms = (self.frames - self.utterance_start) * self.frame_s * 1000.0
-            for r, rule in enumerate(self.config.rules):
-                if rule.must_contain_speech and self.last_speech is None:
-                    continue
-                silence_needed = rule.min_trailing_silence_ms
-                if silence_needed > 0:
-                    silence_needed = max(silence_needed, floor)
-                if trailing_ms >= silence_needed and utterance_ms >= rule.min_utterance_ms:
-                    events.append(EndpointEvent("endpoint", self.frames * self.frame_s, r))
-                    self.utterance_start, self.last_speech = self.frames, None
-                    self.speaking = False
+                self.last_speech = self.frames
+            self.frames += 1
+            if not cfg.enabled:
+                continue
+            has_speech = self.last_speech >= 0
+            tail_from = self.last_speech + 1 if has_speech else self.start
+            trailing = (self.frames - tail_from) * self.frame_s
+            length = (self.frames - self.start) * self.frame_s
+            for rule_no, rule in enumerate(cfg.rules, start=1):
+                if rule.fires(has_speech, trailing, length, self.min_silence_floor_s):
+                    out.append(Endpoint(self.frames, rule_no, has_speech))
+                    self.start, self.last_speech, self.speaking = self.frames, -1, False
                     break
-        return events
+        return speech, out

@@ -23,7 +23,6 @@ on real speech, so it is not the reference model.
 from __future__ import annotations
 
 import importlib.util
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from oasr.layers import LSTM, Conv1d, Relu, Sigmoid
+from oasr.models.torchscript_weights import load_torchscript_tensors
 from oasr.vad.spec import SpeechDetector, SpeechProbs, VadFraming, VadSpec
 
 SAFETENSORS = "silero_vad_16k.safetensors"
@@ -43,7 +43,8 @@ GEOMETRY = {16000: (256, 512, 64), 8000: (128, 256, 32)}
 
 class SileroNet(nn.Module):
     """One sample rate's network. ``encode`` windows (W, frame + context) -> (W, 128);
-    ``decode`` (B, N, 128) and (h, c) each (1, B, 128) -> probs (B, N), (h, c)."""
+    ``decode`` (B, N, 128) and (h, c) each (1, B, 128) -> probs (B, N), (h, c); with
+    ``lengths`` (B,) a row's state stops after its own frames."""
 
     def __init__(self, n_fft: int) -> None:
         super().__init__()
@@ -69,9 +70,10 @@ class SileroNet(nn.Module):
             x = self.relu(conv(x))
         return x.mean(dim=1)  # (W, 128): the encoder leaves one frame per window
 
-    def decode(self, feats: torch.Tensor, h: torch.Tensor,
-               c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out, (h, c) = self.lstm(feats, (h, c))
+    def decode(self, feats: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+               lengths: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, (h, c) = self.lstm(feats, (h, c), lengths=lengths)
         probs = self.sigmoid(self.final_conv(self.relu(out)))  # (B, N, 1)
         return probs.squeeze(-1), h, c
 
@@ -110,9 +112,8 @@ def _load_16k(path: Path) -> dict[str, torch.Tensor]:
 
 
 def _load_jit(path: Path, sample_rate: int) -> dict[str, torch.Tensor]:
-    with warnings.catch_warnings():  # torch deprecates the format; the package ships it
-        warnings.simplefilter("ignore", DeprecationWarning)
-        sd = torch.jit.load(str(path), map_location="cpu").state_dict()
+    # The archive's tensors only: its TorchScript code is never compiled or run.
+    sd = load_torchscript_tensors(path)
     p = "_model." if sample_rate == 16000 else "_model_8k."
     out = {"stft_conv.weight": sd[p + "stft.forward_basis_buffer"],
            "final_conv.weight": sd[p + "decoder.decoder.2.weight"],
@@ -188,9 +189,10 @@ class SileroVad(SpeechDetector):
         return SileroState(zeros, zeros.clone(), torch.zeros(batch, ctx, device=self.device))
 
     @torch.inference_mode()
-    def detect_streaming(self, chunk: torch.Tensor, state: SileroState,
-                         sample_rate: int) -> tuple[torch.Tensor, SileroState]:
-        """chunk (B, k * frame) -> probs (B, k) and the state after it."""
+    def detect_streaming(self, chunk: torch.Tensor, state: SileroState, sample_rate: int,
+                         frames: torch.Tensor | None = None) -> tuple[torch.Tensor, SileroState]:
+        """chunk (B, k * frame) -> probs (B, k) and the state after it; ``frames`` (B,): the
+        whole frames of each row (the rest padding), which its state stops after."""
         net = self.net(sample_rate)
         _, frame, ctx = GEOMETRY[sample_rate]
         b, t = chunk.shape
@@ -201,8 +203,15 @@ class SileroVad(SpeechDetector):
         n = t // frame
         windows = x.unfold(1, frame + ctx, frame)  # (B, n, frame + ctx)
         feats = net.encode(windows.reshape(b * n, frame + ctx)).reshape(b, n, HIDDEN)
-        probs, h, c = net.decode(feats, state.h, state.c)
-        return probs, SileroState(h, c, x[:, x.shape[1] - ctx:].clone())
+        if frames is None:
+            probs, h, c = net.decode(feats, state.h, state.c)
+            return probs, SileroState(h, c, x[:, x.shape[1] - ctx:].clone())
+        frames = frames.to(self.device, torch.long)
+        probs, h, c = net.decode(feats, state.h, state.c, lengths=frames)
+        # each row's next context: the ctx samples before its own end
+        ends = frames * frame + ctx  # (B,) in x
+        idx = ends[:, None] - ctx + torch.arange(ctx, device=x.device)
+        return probs, SileroState(h, c, torch.gather(x, 1, idx))
 
     def stack_states(self, states: list[SileroState]) -> SileroState:
         return SileroState(torch.cat([s.h for s in states], dim=1),

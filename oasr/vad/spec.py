@@ -2,7 +2,8 @@
 
 A detector turns a signal into a per-frame speech probability on a fixed grid; everything
 after that (segments, endpoints) is shared policy in ``oasr.vad.segmenter`` and
-``oasr.vad.endpointer``, so two detectors with the same probabilities give the same segments.
+``oasr.vad.endpointer``, so two detectors with the same probabilities give the same segments
+and the same endpoints.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ VAD_MODES = ("presegment", "stream", "posthoc")
 
 @dataclass(frozen=True)
 class VadFraming:
-    """A trained window: per sample rate, the samples one probability covers (the hop) and the
-    samples of left context each window also reads. A detector on the encoder's grid has none."""
+    """A detector's window: per sample rate it serves, the samples one probability covers (the
+    hop) and the samples of left context each window also reads. A detector on the encoder's
+    grid has none."""
 
     frame_samples: dict[int, int]
     context_samples: dict[int, int]
@@ -50,9 +52,10 @@ class SpeechDetector:
     """Base detector: ``detect(waveforms, lengths, sample_rate)`` for ``consumes="waveform"``,
     ``detect_from_asr(tensor, lengths, seconds_per_frame)`` for an ASR-derived signal.
 
-    A ``stateful`` detector also serves chunks: ``init_state(batch)``,
-    ``detect_streaming(chunk, state, sample_rate) -> (probs, state)`` and the batching pair
-    ``stack_states`` / ``unstack_states`` (per-stream states <-> one batched state).
+    A waveform detector with the ``stream`` role serves chunks through ``detect_streaming``; a
+    ``stateful`` one also has ``init_state(batch)`` and the batching pair ``stack_states`` /
+    ``unstack_states`` (per-stream states <-> one batched state), which is what lets many
+    streams share one call (``oasr.vad.stream.StreamingVadPool``).
     """
 
     stateful: bool = False
@@ -70,9 +73,12 @@ class SpeechDetector:
     def init_state(self, batch: int, sample_rate: int) -> Any:
         raise NotImplementedError(f"{type(self).__name__} is not stateful")
 
-    def detect_streaming(self, chunk: torch.Tensor, state: Any,
-                         sample_rate: int) -> tuple[torch.Tensor, Any]:
-        raise NotImplementedError(f"{type(self).__name__} is not stateful")
+    def detect_streaming(self, chunk: torch.Tensor, state: Any, sample_rate: int,
+                         frames: torch.Tensor | None = None) -> tuple[torch.Tensor, Any]:
+        """chunk (B, k * frame) -> probs (B, k) and the state after it. ``frames`` (B,): row
+        ``b`` holds only its first ``frames[b]`` frames (the rest is padding): its state is the
+        one after them and its probabilities past them are undefined; ``None``: all k."""
+        raise NotImplementedError(f"{type(self).__name__} does not read chunks")
 
     def stack_states(self, states: list[Any]) -> Any:
         raise NotImplementedError(f"{type(self).__name__} is not stateful")

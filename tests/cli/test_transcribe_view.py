@@ -36,3 +36,37 @@ def test_a_wrong_header_duration_never_overruns_the_row():
     assert _completed(view) < 1.0
     view.update(SimpleNamespace(id="r"), SimpleNamespace(audio_s=150.0, rtfx=1.0, errors=0))
     assert abs(_completed(view) - 1.0) < 1e-9
+
+
+def test_eta_from_the_first_progress_and_log_lines(monkeypatch):
+    import oasr.cli.transcribe_view as view_module
+
+    clock = [100.0]
+    monkeypatch.setattr(view_module.time, "perf_counter", lambda: clock[0])
+    out = io.StringIO()
+    view = ProgressView(Console(file=out, width=200), total=4, mode="log", interval_s=30.0)
+    assert view.eta() is None and "ETA -" in view.line()
+    clock[0] = 110.0
+    view.update(SimpleNamespace(id="a"), SimpleNamespace(audio_s=36.0, rtfx=3.6, errors=0))
+    assert view.eta() == 30.0  # one row of four in 10 s: three more take 30 s
+    assert out.getvalue() == ""  # the first line waits for the interval
+    clock[0] = 131.0
+    view.window("b", 60.0, 120.0)
+    line = out.getvalue().strip()
+    assert line.startswith("transcribe: 1/4 rows (37.5%), 0.03 h audio, RTFx 3.1, errors 0")
+    assert line.endswith("elapsed 0:00:31, ETA 0:00:52")
+    clock[0] = 140.0
+    view.update(SimpleNamespace(id="b"), SimpleNamespace(audio_s=156.0, rtfx=3.9, errors=1))
+    assert out.getvalue().count("\n") == 1  # 9 s after the last line: none yet
+
+
+def test_progress_modes(monkeypatch):
+    from oasr.cli.transcribe_view import progress_mode
+
+    assert progress_mode("auto", Console(file=io.StringIO())) == "log"  # not a terminal
+    assert progress_mode("auto", Console(file=io.StringIO(), force_terminal=True)) == "bar"
+    assert progress_mode("none", Console(file=io.StringIO())) == "none"
+    import pytest
+
+    with pytest.raises(ValueError, match="--progress sometimes"):
+        progress_mode("sometimes", Console(file=io.StringIO()))

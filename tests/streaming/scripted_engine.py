@@ -41,7 +41,9 @@ class ScriptedEngine:
         self.sample_rate = SR
         self.model = SimpleNamespace(encoder=SimpleNamespace(streaming_kind="none"))
         self.inputs = SimpleNamespace(config=SimpleNamespace(fixed_window_seconds=30.0))
-        self.strategy = SimpleNamespace(word_timing_modes=("offline",))
+        # a family with offline word timings and no chunk-wise streaming session
+        self.strategy = SimpleNamespace(name=None, word_timing_modes=("offline",),
+                                        streaming_session=None)
         self.decode_method = "scripted"
 
     def add_request(self, request: Request) -> None:

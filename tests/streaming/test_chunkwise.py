@@ -19,7 +19,7 @@ from oasr.engine.decode.ctc_streaming import CtcPrefixBeamStream
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import Request
 from oasr.streaming import StreamingRecognizer, StreamOptions
-from oasr.streaming.endpoint import EndpointConfig
+from oasr.vad.endpointer import EndpointConfig
 from tests.streaming.conformer_bundle import DATA, two_utterances, write_conformer_bundle
 
 
@@ -82,7 +82,7 @@ def test_streamed_final_equals_offline_chunk_masked_ctc(bundle, beam):
     audio, sr = two_utterances()
     rec = StreamingRecognizer(eng, StreamOptions(endpoint=EndpointConfig(enabled=False),
                                                  chunk_frames=8))
-    assert rec.chunkwise is not None and rec.chunkwise.kind == "paged"
+    assert rec.policy.kind == "paged"
     s, partials, finals = run(rec, audio, sr, np.random.default_rng(beam))
     want = offline_text(eng, audio, 8, beam)
     assert len(want) > 20  # the scaled random head emits text: the check can fail

@@ -28,7 +28,7 @@ from oasr.engine.engine import ASREngine  # noqa: E402
 from oasr.engine.request import Request  # noqa: E402
 from oasr.models.registry import detect_converter  # noqa: E402
 from oasr.streaming import StreamingRecognizer, StreamOptions  # noqa: E402
-from oasr.streaming.endpoint import EndpointConfig  # noqa: E402
+from oasr.vad.endpointer import EndpointConfig  # noqa: E402
 from tests.models.fastconformer.reference import hf_hypotheses  # noqa: E402
 from tests.models.nemotron_streaming.hf_tiny import VOCAB, save_hf  # noqa: E402
 from tests.streaming.conformer_bundle import DATA, two_utterances  # noqa: E402
@@ -117,10 +117,10 @@ def test_streams_equal_reference_streaming_generate(nemotron):
     eng = engine(bundle)
     assert eng.decode_method == "transducer"
     rec = StreamingRecognizer(eng, StreamOptions(endpoint=EndpointConfig(enabled=False)))
-    assert rec.chunkwise is not None and rec.chunkwise.kind == "stateful"
-    assert rec.chunkwise.head.name == "transducer"
+    assert rec.policy.kind == "stateful"
+    assert rec.policy.session.name == "transducer"
     lookahead = eng.model.config.lookahead
-    assert (rec.chunkwise.geometry.first_window, rec.chunkwise.window) == (
+    assert (rec.policy.geometry.first_window, rec.policy.window) == (
         1 + 8 * lookahead, 8 * (lookahead + 1))
     audios = [sf.read(DATA / f"{c}.flac", dtype="float32")[0] for c in CLIPS]
     streams = [rec.create_stream() for _ in audios]
@@ -162,7 +162,7 @@ def test_endpoints_restart_the_predictor(nemotron):
             rec.decode_streams([s])
             if rec.is_endpoint(s):
                 finals.append(rec.get_result(s))
-                cuts.append(rec.chunkwise.states[s.id].utt_frame0)
+                cuts.append(s.state.utt_frame0)
                 rec.reset(s)
         if rec.is_done(s):
             break

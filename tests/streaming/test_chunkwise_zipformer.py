@@ -23,7 +23,7 @@ from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import Request
 from oasr.streaming import StreamingRecognizer, StreamOptions
-from oasr.streaming.endpoint import EndpointConfig
+from oasr.vad.endpointer import EndpointConfig
 from tests.cli.test_zipformer_cli import PIECES
 from tests.helpers.zipformer_oracle import ORACLE_MISSING, oracle
 from tests.models.zipformer.test_streaming_slot import CHUNK, LEFT, causal_models, icefall_stream
@@ -75,9 +75,11 @@ def test_streams_equal_icefall_streaming_forward(zipformer):
     eng = engine(bundle)
     assert eng.decode_method == "transducer"
     rec = StreamingRecognizer(eng, StreamOptions(endpoint=EndpointConfig(enabled=False)))
-    policy = rec.chunkwise
-    assert policy is not None and policy.kind == "slot" and policy.head.name == "transducer"
-    assert (policy.window, policy.stride, policy.geometry.tail) == (2 * CHUNK + 13, 2 * CHUNK, 13)
+    policy = rec.policy
+    assert policy is not None and policy.kind == "slot" and policy.session.name == "transducer"
+    # icefall's streaming_decode.py tail: the subsampler's 13 frames and tail_pad_len 30
+    assert (policy.window, policy.stride, policy.geometry.tail) == (2 * CHUNK + 13, 2 * CHUNK,
+                                                                    43)
     audios = [sf.read(DATA / f"{c}.flac", dtype="float32")[0] for c in CLIPS]
     streams = [rec.create_stream() for _ in audios]
     finals, partials = feed(rec, streams, audios, np.random.default_rng(0), delays=[0, 5])

@@ -7,6 +7,7 @@ import pytest
 
 from oasr.streaming import EndpointConfig, EndpointRule, StreamingRecognizer, StreamOptions
 from tests.streaming.scripted_engine import SR, ScriptedEngine, scripted_audio
+from tests.vad.test_stream import count_detector_calls
 
 
 def _script(n_words: int, start: float, pause_every: int = 0, pause: float = 1.6):
@@ -143,3 +144,42 @@ def test_refuses_chunkwise_models_without_a_streaming_head_and_input_after_finis
         s.accept_waveform(SR, np.zeros(10, np.float32))
     with pytest.raises(ValueError, match="window"):
         StreamingRecognizer(engine, StreamOptions(max_buffer_s=28.0, max_step_s=5.0))
+
+
+def test_the_detector_reads_every_stream_in_one_call() -> None:
+    """Three streams fed in different pieces: one energy-detector call per detector pass for
+    all of them, and each stream's trace, endpoints and finals equal to it streamed alone."""
+    script, secs = _script(16, 0.5, pause_every=4)
+    audio = scripted_audio(script, secs, seed=5)
+    options = StreamOptions(step_s=0.5, max_step_s=0.5)
+    rec = StreamingRecognizer(ScriptedEngine(audio, script), options)
+    calls = count_detector_calls(rec.detectors.get("energy"))
+    together = _run(rec, [audio, audio.copy(), audio.copy()], 7000)
+    assert max(calls) == 3 and calls.count(3) >= len(calls) - 2
+    alone = _run(StreamingRecognizer(ScriptedEngine(audio, script), options), [audio], 7000)[0]
+    for finals in together:
+        assert [(f.committed, f.start, f.end, f.endpoint_rule) for f in finals] == [
+            (f.committed, f.start, f.end, f.endpoint_rule) for f in alone]
+        assert [f.endpoint_rule for f in finals[:3]] == [2, 2, 2]
+
+
+def test_policy_is_chosen_once_and_owns_the_stream_state() -> None:
+    from oasr.streaming.redecode import RedecodePolicy, RedecodeState
+
+    script, secs = _script(2, 0.2)
+    rec = StreamingRecognizer(ScriptedEngine(scripted_audio(script, secs), script))
+    assert isinstance(rec.policy, RedecodePolicy) and rec.policy.kind == "re-decode"
+    s = rec.create_stream()
+    assert isinstance(s.state, RedecodeState)
+    rec.close(s)
+    assert s.state is None and s.id not in rec.detectors.get("energy").states
+
+
+def test_unknown_and_non_streaming_detectors_are_refused_by_name() -> None:
+    script, secs = _script(2, 0.2)
+    engine = ScriptedEngine(scripted_audio(script, secs), script)
+    with pytest.raises(ValueError, match="unknown speech detector 'webrtc'; stream with one of: "
+                                         "energy, silero"):
+        StreamingRecognizer(engine, StreamOptions(detector="webrtc"))
+    with pytest.raises(ValueError, match="'fsmn' has no streaming mode"):
+        StreamingRecognizer(engine, StreamOptions(detector="fsmn"))

@@ -64,7 +64,7 @@ def test_noise_rows_are_dropped_and_speech_is_kept_by_tiny_en(tmp_path):
     probs = {o.request_id.split("\x1f")[0]: o.no_speech_prob for o in seen}
     assert probs["white"] > 0.6 and probs["hum"] > 0.6 and probs["speech"] < 0.1, probs
     for noise in ("white", "hum"):
-        assert guarded[noise].text == "" and guarded[noise].finish_reason == "silence"
+        assert guarded[noise].text == "" and guarded[noise].finish_reason == "no_speech"
     assert guarded["speech"].text == "You don't mean that you thought me so silly."
     assert guarded["speech"].finish_reason == "stop"
     # With the guard off, tiny.en writes something for the noise (what the guard is for).

@@ -115,5 +115,5 @@ def test_transcripts_with_and_without_the_decode_pool_are_identical(tiny_engine,
     assert outs[3] == outs[0]
     by_id = {r["id"]: r for r in outs[3]}
     assert by_id["missing"]["error"] and by_id["corrupt"]["error"]
-    assert by_id["silent"]["finish_reason"] == "silence"
+    assert by_id["silent"]["finish_reason"] == "no_speech"
     assert len(by_id["long"]["segments"]) >= 3  # read window after window through the pool

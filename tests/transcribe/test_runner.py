@@ -90,9 +90,9 @@ def test_bad_rows_become_error_rows_while_good_rows_are_transcribed(tiny_engine,
         assert re.search(problem, message), message  # and the problem
     # Digital silence is valid audio in which nothing is said: empty text, and why.
     assert rows["silent"]["error"] is None and rows["silent"]["text"] == ""
-    assert rows["silent"]["finish_reason"] == "silence"
+    assert rows["silent"]["finish_reason"] == "no_speech"
     assert rows["silent"]["duration"] == pytest.approx(3.0)
-    assert stats.finish_reasons["silence"] == 1
+    assert stats.finish_reasons["no_speech"] == 1
     for k, path in enumerate(good):
         row = rows[f"good-{k}"]
         assert row["error"] is None

@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from oasr.io import OutputWriter
+from oasr.transcribe.rows import NO_SPEECH
 from oasr.transcribe.runner import TranscribeOptions, transcribe
 from oasr.transcribe.vad_segments import (
-    NO_SPEECH,
     RecordingSegmenter,
     VadTranscriber,
     build_recording_segmenter,
@@ -197,3 +197,42 @@ def test_rows_are_detected_in_batches_and_unreadable_rows_become_errors(tiny_eng
         row = rows[f"r{i}"]
         assert row["duration"] == pytest.approx(2.0 + i)
         assert (row["finish_reason"] == NO_SPEECH) == (i % 2 == 0)
+
+
+def test_vad_options_reach_the_segmenter(energy):
+    from dataclasses import replace
+
+    from oasr.transcribe.options import VadOptions
+    from oasr.transcribe.vad_segments import PRESEGMENT
+
+    options = VadOptions(vad=energy, vad_min_silence_ms=500, vad_speech_pad_ms=50,
+                         vad_max_segment_s=3.0)
+    seg = build_recording_segmenter(energy, overrides=options.segmenter_overrides())
+    assert seg.config == replace(PRESEGMENT, threshold=seg.detector.default_threshold,
+                                 min_silence_ms=500.0, speech_pad_ms=50.0, max_segment_s=3.0)
+    # 8 s of unbroken speech: split at the user's 3 s, under the 10 s window.
+    rec = seg(_bursts(10.0, [(1.0, 9.0)]), SAMPLE_RATE, 10.0)
+    assert len(rec.segments) >= 3 and all(e - s <= 3.0 + 1e-6 for s, e in rec.segments)
+    assert rec.segments[0][0] <= 1.0 and rec.segments[-1][1] >= 9.0
+    # The window still bounds a larger user value: as if the user had said the window.
+    wide = build_recording_segmenter(energy, overrides={"max_segment_s": 60.0})
+    window = build_recording_segmenter(energy, overrides={"max_segment_s": 4.0})
+    audio = _bursts(10.0, [(1.0, 9.0)])
+    assert wide(audio, SAMPLE_RATE, 4.0) == window(audio, SAMPLE_RATE, 60.0)
+    with pytest.raises(ValueError, match="neg_threshold"):
+        build_recording_segmenter(energy, overrides={"threshold": 0.3, "neg_threshold": 0.6})
+
+
+def test_vad_flags_are_checked_before_anything_loads(tmp_path):
+    from typer.testing import CliRunner
+
+    from oasr.cli.app import app
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"id": "a", "audio": "a.wav"}\n')
+    for flags, message in ((["--vad-threshold", "1.5"], "--vad-threshold 1.5: must be in (0, 1)"),
+                           (["--vad-min-silence-ms", "-1"], "--vad-min-silence-ms -1.0: must be"),
+                           (["--vad-max-segment-s", "0"], "--vad-max-segment-s 0.0: must be > 0")):
+        result = CliRunner().invoke(app, ["transcribe", str(manifest), "-o",
+                                          str(tmp_path / "o.parquet"), *flags])
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
+from oasr.engine.decode.streaming import check_streaming_session
+
 Consumes = Literal["log_probs", "hidden", "both"]
 
 
@@ -19,6 +21,9 @@ class DecodeStrategy:
         options_cls: the family's options dataclass (``None``: no knobs).
         selective_options: per-request options that change *what* is decoded and that this
             family can act on; anything else of that class is refused at admission.
+        streaming_session: the family's chunk-wise streaming search
+            (``oasr.engine.decode.streaming.StreamingSession`` subclass), ``None``: the family
+            does not stream chunk-wise. Checked when the class is defined.
     """
 
     name: ClassVar[str] = ""
@@ -27,6 +32,11 @@ class DecodeStrategy:
     capability: ClassVar[str | None] = None
     options_cls: ClassVar[type | None] = None
     selective_options: ClassVar[tuple[str, ...]] = ()
+    streaming_session: ClassVar[type | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_streaming_session(cls.__qualname__, cls.__dict__.get("streaming_session"))
 
     def __init__(self, model: Any, options: Any = None, *, tokenizer: Any = None,
                  engine_config: Any = None, feature_config: Any = None) -> None:
@@ -75,3 +85,50 @@ class DecodeStrategy:
     def word_timing_modes(self) -> tuple[str, ...]:
         """The modes (``"offline"``, ``"streaming"``) this configuration can time words in."""
         return ()
+
+    # -- what the engine calls ------------------------------------------------------------
+    # A one-shot family implements ``decode_offline``; an incremental one (``incremental =
+    # True``) ``begin_offline`` / ``advance`` / ``has_pending`` / ``active_rows``.
+    # :func:`check_contract` holds every registered family to its half.
+
+    def decode_offline(self, enc: Any, enc_lens: Any, requests: list[Any]) -> list[Any]:
+        """One-shot families: a micro-batch's encoder output ``(B, T, C)`` (log-probs or
+        hidden, per ``consumes``) and lengths ``(B,)`` -> one ``RequestOutput`` per request."""
+        raise NotImplementedError(f"{type(self).__name__} is one-shot but has no decode_offline")
+
+    def begin_offline(self, requests: list[Any], enc: Any, enc_lens: Any) -> None:
+        """Incremental families: prefill a micro-batch; its rows then advance step by step."""
+        raise NotImplementedError(f"{type(self).__name__} is incremental but has no "
+                                  "begin_offline")
+
+    def advance(self, budget: Any) -> list[Any]:
+        """Incremental families: decoder steps while ``budget.take()`` allows; the requests
+        that finished."""
+        raise NotImplementedError(f"{type(self).__name__} is incremental but has no advance")
+
+    def has_pending(self) -> bool:
+        """Whether rows are still decoding (or finished and not yet returned)."""
+        return False
+
+    @property
+    def active_rows(self) -> int:
+        """Rows holding decoder state now (the engine admits up to ``max_decode_slots``)."""
+        return 0
+
+
+# The members each kind of family must define itself (not inherit from DecodeStrategy).
+ONE_SHOT_MEMBERS = ("decode_offline",)
+INCREMENTAL_MEMBERS = ("begin_offline", "advance", "has_pending", "active_rows")
+
+
+def check_contract(cls: type[DecodeStrategy]) -> None:
+    """Raise ``TypeError`` naming what a family class lacks for what it declares."""
+    if cls.consumes not in ("log_probs", "hidden", "both"):
+        raise TypeError(f"{cls.__name__}.consumes = {cls.consumes!r}: use log_probs, hidden "
+                        "or both")
+    needed = INCREMENTAL_MEMBERS if cls.incremental else ONE_SHOT_MEMBERS
+    missing = [m for m in needed if getattr(cls, m) is getattr(DecodeStrategy, m)]
+    if missing:
+        kind = "incremental" if cls.incremental else "one-shot"
+        raise TypeError(f"decode family {cls.__name__} is {kind} but does not implement "
+                        f"{', '.join(missing)}")

@@ -25,14 +25,6 @@ class FrameSyncStrategy(DecodeStrategy):
     def word_timing_modes(self) -> tuple[str, ...]:
         return ("offline",) if self.clock is not None else ()
 
-    # A micro-batch decodes whole inside the engine's admission.
-    @property
-    def active_rows(self) -> int:
-        return 0
-
-    def has_pending(self) -> bool:
-        return False
-
     def validate_options(self, decoding: Any) -> None:
         if decoding.word_timestamps and self.clock is None:
             raise ValueError(

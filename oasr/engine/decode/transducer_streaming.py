@@ -11,6 +11,11 @@ streams (``ctc_streaming``), for a chunk-wise policy that drives a transducer he
 row each) in one batched search: their predictor states are stacked
 (``TransducerPredictor.stack_states``), each row searched from its own state, and split back;
 the same hypotheses as feeding each stream alone.
+
+``TransducerStreamingSession`` is the ``transducer`` family's streaming session
+(``oasr.engine.decode.streaming``): greedy with each stream's predictor state kept, the cohort
+in one ``feed_streams``; a prompted model's frames are first conditioned on each stream's
+language (the strategy's ``condition``).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from typing import Any
 
 import torch
 
+from oasr.engine.decode.streaming import StreamingSession
 from oasr.engine.decode.transducer_search import TransducerHypothesis, greedy_frames
 
-__all__ = ["TransducerGreedyStream", "feed_streams"]
+__all__ = ["TransducerGreedyStream", "TransducerStreamingSession", "feed_streams"]
 
 
 class TransducerGreedyStream:
@@ -99,3 +105,28 @@ def feed_streams(streams: list[TransducerGreedyStream], hidden: torch.Tensor,
         s.hyp.probs += h.probs
         s.hyp.score += h.score
         s.frame += int(n)
+
+
+class TransducerStreamingSession(StreamingSession):
+    name = "transducer"
+
+    def __init__(self, strategy: Any) -> None:
+        super().__init__(strategy)
+        beam = strategy.options.beam_size
+        if beam != 1:
+            raise ValueError(f"beam_size={beam}: a transducer streams with greedy search only "
+                             "(beam_size=1)")
+        self.predictor, self.joiner = strategy.predictor, strategy.joiner
+        self.max_sym_per_frame = strategy.options.max_sym_per_frame
+        self.unk_id = strategy.unk_id
+        self.conditions = ("language",) if strategy.prompted else ()
+
+    def new_search(self) -> TransducerGreedyStream:
+        return TransducerGreedyStream(self.predictor, self.joiner, self.max_sym_per_frame,
+                                      self.unk_id)
+
+    def feed(self, searches: list[Any], out: torch.Tensor, out_lens: torch.Tensor,
+             languages: list[str | None]) -> None:
+        if self.conditions:
+            out = self.strategy.condition(out, languages)
+        feed_streams(searches, out, out_lens.to(out.device))

