@@ -7,7 +7,8 @@ recipe on the clips below) and ``expected.json`` (what that recipe produced: tex
 per clip, per decoding). The tests convert the checkpoint with ``oasr convert``, transcribe the
 same clips with ``oasr transcribe`` (default flags unless the decoding names some) and compare
 the text; the token ids come from the engine that ``oasr transcribe`` runs, on the same bundle
-(the CLI has no token-id column yet).
+(the CLI has no token-id column yet). Each runs on the CPU, and in fp32 on CUDA where there is
+one (``DEVICES``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+import torch
 
 from tests.helpers.data import SHARED_DATA
 
@@ -25,6 +28,21 @@ AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio"
 # Five short LibriSpeech test-other utterances, five speakers (13.4 s in all).
 CLIPS = ("1688-142285-0002", "1998-15444-0008", "2414-128291-0009", "3005-163389-0007",
          "3080-5032-0003")
+
+
+# The devices a fixture is decoded on, fp32 on each (so the comparison is exact): the CPU, and
+# CUDA where there is one (gpu-marked).
+DEVICES = ("cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                        reason="needs a CUDA device")]))
+
+
+def full_fp32(device: str, monkeypatch) -> None:  # noqa: ANN001
+    """On CUDA, fp32 as recorded for the rest of the test: cuDNN computes fp32 convolutions in
+    TF32 by default, which moves near-tied argmaxes of random weights away from the upstream
+    outputs recorded in full fp32 (matmuls are full fp32 unless a process asks otherwise)."""
+    if device == "cuda":
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
 
 
 def clip_paths() -> list[Path]:
@@ -54,8 +72,6 @@ def load_expected(name: str) -> dict[str, Any]:
 
 
 def require_audio() -> None:
-    import pytest
-
     missing = [p for p in clip_paths() if not p.is_file()]
     if missing:
         pytest.skip(f"{missing[0]} (LibriSpeech test-other clips in shared/data) is not here")
@@ -72,15 +88,18 @@ def convert(src: Path, bundle: Path, *args: str) -> str:
     return res.output
 
 
-def transcribe(bundle: Path, out_dir: Path, *args: str) -> dict[str, dict[str, Any]]:
-    """``oasr transcribe CLIPS --model BUNDLE -o OUT [args]``; the rows by id."""
+def transcribe(bundle: Path, out_dir: Path, *args: str,
+               device: str = "cpu") -> dict[str, dict[str, Any]]:
+    """``oasr transcribe CLIPS --model BUNDLE --device DEVICE --dtype fp32 -o OUT [args]``; the
+    rows by id."""
     from typer.testing import CliRunner
 
     from oasr.cli.app import app
 
     out = out_dir / "out.jsonl"
     res = CliRunner().invoke(app, ["transcribe", *map(str, clip_paths()), "--model", str(bundle),
-                                   "--no-progress", "-o", str(out), *args])
+                                   "--no-progress", "--device", device, "--dtype", "fp32",
+                                   "-o", str(out), *args])
     assert res.exit_code == 0, res.output
     rows = {r["id"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
     assert set(rows) == set(CLIPS), sorted(rows)
@@ -90,13 +109,14 @@ def transcribe(bundle: Path, out_dir: Path, *args: str) -> dict[str, dict[str, A
 
 
 def engine_token_ids(bundle: Path, decode_method: str | None = None,
-                     decode_options: dict[str, Any] | None = None) -> dict[str, list[int]]:
-    """The token ids the engine behind ``oasr transcribe`` emits for each clip (CPU, fp32)."""
+                     decode_options: dict[str, Any] | None = None,
+                     device: str = "cpu") -> dict[str, list[int]]:
+    """The token ids the engine behind ``oasr transcribe`` emits for each clip (fp32)."""
     from oasr.engine.config import EngineConfig
     from oasr.engine.engine import ASREngine
     from oasr.engine.request import Request
 
-    engine = ASREngine(EngineConfig(model=str(bundle), device="cpu", dtype="float32",
+    engine = ASREngine(EngineConfig(model=str(bundle), device=device, dtype="float32",
                                     decode_method=decode_method,
                                     decode_options=dict(decode_options or {})))
     requests = [Request(c, read_clip(p)) for c, p in zip(CLIPS, clip_paths())]

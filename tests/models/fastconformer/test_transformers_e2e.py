@@ -11,10 +11,12 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.upstream_e2e import (
+    DEVICES,
     FIXTURES,
     assert_matches,
     convert,
     engine_token_ids,
+    full_fp32,
     load_expected,
     require_audio,
     transcribe,
@@ -25,12 +27,16 @@ EXPECTED = load_expected("parakeet")
 
 @pytest.mark.parametrize("layout", ["huggingface", "nemo"])
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
-def test_convert_and_transcribe_equal_transformers(variant, layout, tmp_path, monkeypatch):
+@pytest.mark.parametrize("device", DEVICES)
+def test_convert_and_transcribe_equal_transformers(variant, layout, device, tmp_path,
+                                                    monkeypatch):
     require_audio()
+    full_fp32(device, monkeypatch)
     monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
     bundle = tmp_path / "bundle"
     head = variant.split("_")[0]
     src = FIXTURES / "parakeet" / (variant if layout == "huggingface" else f"{variant}.nemo")
     assert f"parakeet_{head}/{layout}" in convert(src, bundle)
-    rows = transcribe(bundle, tmp_path)
-    assert_matches(EXPECTED["variants"][variant]["greedy"], rows, engine_token_ids(bundle))
+    rows = transcribe(bundle, tmp_path, device=device)
+    assert_matches(EXPECTED["variants"][variant]["greedy"], rows,
+                   engine_token_ids(bundle, device=device))

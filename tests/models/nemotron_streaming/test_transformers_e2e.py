@@ -2,7 +2,8 @@
 ``tests/fixtures/nemotron_streaming/`` (``save_pretrained`` of the model and its processor;
 ``make.py``) through ``oasr convert``, then ``oasr transcribe`` (offline) and ``oasr stream
 --no-endpoint`` (cache-aware chunks) with default flags, against transformers' offline
-``generate`` and its streaming ``generate`` over the same clips: text and token ids equal."""
+``generate`` and its streaming ``generate`` over the same clips: text and token ids equal, on
+the CPU and in fp32 on CUDA."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from oasr.engine.engine import ASREngine
 from oasr.streaming import EndpointConfig, StreamingRecognizer, StreamOptions
 from tests.helpers.upstream_e2e import (
     CLIPS,
+    DEVICES,
     FIXTURES,
     assert_matches,
     clip_paths,
     convert,
     engine_token_ids,
+    full_fp32,
     load_expected,
     read_clip,
     require_audio,
@@ -38,20 +41,27 @@ def bundle(request, tmp_path, monkeypatch):
     return request.param, out
 
 
-def test_offline_equals_transformers_generate(bundle, tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_offline_equals_transformers_generate(bundle, device, tmp_path, monkeypatch):
+    full_fp32(device, monkeypatch)
     variant, path = bundle
-    rows = transcribe(path, tmp_path)
-    assert_matches(EXPECTED["variants"][variant]["greedy"], rows, engine_token_ids(path))
+    rows = transcribe(path, tmp_path, device=device)
+    assert_matches(EXPECTED["variants"][variant]["greedy"], rows,
+                   engine_token_ids(path, device=device))
 
 
-def test_streaming_equals_transformers_streaming_generate(bundle, tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_streaming_equals_transformers_streaming_generate(bundle, device, tmp_path, monkeypatch):
+    full_fp32(device, monkeypatch)
     variant, path = bundle
     rows, ids = {}, {}
     for clip, wav in zip(CLIPS, clip_paths()):
-        _, finals = stream_finals(path, wav, tmp_path / f"{clip}.jsonl", "--no-endpoint")
+        _, finals = stream_finals(path, wav, tmp_path / f"{clip}.jsonl", "--no-endpoint",
+                                  "--dtype", "fp32", device=device)
         assert len(finals) == 1, finals
         rows[clip] = {"text": finals[0]["text"]}
-    rec = StreamingRecognizer(ASREngine(EngineConfig(model=str(path), device="cpu")),
+    rec = StreamingRecognizer(ASREngine(EngineConfig(model=str(path), device=device,
+                                                     dtype="float32")),
                               StreamOptions(endpoint=EndpointConfig(enabled=False)))
     for clip, wav in zip(CLIPS, clip_paths()):
         s = rec.create_stream()

@@ -9,10 +9,12 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.upstream_e2e import (
+    DEVICES,
     FIXTURES,
     assert_matches,
     convert,
     engine_token_ids,
+    full_fp32,
     load_expected,
     require_audio,
     transcribe,
@@ -22,10 +24,13 @@ EXPECTED = load_expected("funasr_paraformer")
 
 
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
-def test_convert_and_transcribe_equal_funasr(variant, tmp_path, monkeypatch):
+@pytest.mark.parametrize("device", DEVICES)
+def test_convert_and_transcribe_equal_funasr(variant, device, tmp_path, monkeypatch):
     require_audio()
+    full_fp32(device, monkeypatch)
     monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
     bundle = tmp_path / "bundle"
     assert "paraformer/funasr" in convert(FIXTURES / "funasr_paraformer" / variant, bundle)
-    rows = transcribe(bundle, tmp_path)
-    assert_matches(EXPECTED["variants"][variant]["greedy"], rows, engine_token_ids(bundle))
+    rows = transcribe(bundle, tmp_path, device=device)
+    assert_matches(EXPECTED["variants"][variant]["greedy"], rows,
+                   engine_token_ids(bundle, device=device))

@@ -12,10 +12,12 @@ import json
 import pytest
 
 from tests.helpers.upstream_e2e import (
+    DEVICES,
     FIXTURES,
     assert_matches,
     convert,
     engine_token_ids,
+    full_fp32,
     load_expected,
     require_audio,
     transcribe,
@@ -25,8 +27,10 @@ EXPECTED = load_expected("qwen2_audio")
 
 
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
-def test_convert_and_transcribe_equal_transformers(variant, tmp_path, monkeypatch):
+@pytest.mark.parametrize("device", DEVICES)
+def test_convert_and_transcribe_equal_transformers(variant, device, tmp_path, monkeypatch):
     require_audio()
+    full_fp32(device, monkeypatch)
     monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
     src = FIXTURES / "qwen2_audio" / variant
     bundle = tmp_path / "bundle"
@@ -34,9 +38,9 @@ def test_convert_and_transcribe_equal_transformers(variant, tmp_path, monkeypatc
     cap = json.loads((src / "generation_config.json").read_text())["max_new_tokens"]
     saved = json.loads((bundle / "oasr_config.json").read_text())
     assert saved["decoding_defaults"]["max_new_tokens"] == cap
-    rows = transcribe(bundle, tmp_path)
+    rows = transcribe(bundle, tmp_path, device=device)
     expected = EXPECTED["variants"][variant]["greedy"]
-    assert_matches(expected, rows, engine_token_ids(bundle))
+    assert_matches(expected, rows, engine_token_ids(bundle, device=device))
     for clip, e in expected.items():
         assert rows[clip]["finish_reason"] == ("length" if len(e["token_ids"]) == cap
                                                else "stop")
