@@ -6,8 +6,8 @@ writes, ``make.py`` (which built them with the upstream project's own code and r
 recipe on the clips below) and ``expected.json`` (what that recipe produced: text and token ids
 per clip, per decoding). The tests convert the checkpoint with ``oasr convert``, transcribe the
 same clips with ``oasr transcribe`` (default flags unless the decoding names some) and compare
-the text; the token ids come from the engine that ``oasr transcribe`` runs, on the same bundle
-(the CLI has no token-id column yet). Each runs on the CPU, and in fp32 on CUDA where there is
+the text and the token ids (read from the engine inside those very runs: the CLI writes no
+token-id column). Each runs on the CPU, and in fp32 on CUDA where there is
 one (``DEVICES``).
 """
 
@@ -91,48 +91,46 @@ def convert(src: Path, bundle: Path, *args: str) -> str:
 def transcribe(bundle: Path, out_dir: Path, *args: str,
                device: str = "cpu") -> dict[str, dict[str, Any]]:
     """``oasr transcribe CLIPS --model BUNDLE --device DEVICE --dtype fp32 -o OUT [args]``; the
-    rows by id."""
+    rows by id, each with the ``token_ids`` its engine emitted in that very run (read from
+    ``ASREngine.run``'s outputs: the CLI writes no token-id column)."""
     from typer.testing import CliRunner
 
     from oasr.cli.app import app
+    from oasr.engine.engine import ASREngine
+
+    ids: dict[str, list[int]] = {}
+    run = ASREngine.run
+
+    def spy(self, *a, **kw):  # noqa: ANN001, ANN202
+        for o in run(self, *a, **kw):
+            row, _, window = o.request_id.partition("\x1f")
+            assert window in ("", "w0"), o.request_id  # each clip is one window
+            ids[row] = list(o.token_ids)
+            yield o
 
     out = out_dir / "out.jsonl"
-    res = CliRunner().invoke(app, ["transcribe", *map(str, clip_paths()), "--model", str(bundle),
-                                   "--no-progress", "--device", device, "--dtype", "fp32",
-                                   "-o", str(out), *args])
+    ASREngine.run = spy
+    try:
+        res = CliRunner().invoke(app, ["transcribe", *map(str, clip_paths()), "--model",
+                                       str(bundle), "--no-progress", "--device", device,
+                                       "--dtype", "fp32", "-o", str(out), *args])
+    finally:
+        ASREngine.run = run
     assert res.exit_code == 0, res.output
     rows = {r["id"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
-    assert set(rows) == set(CLIPS), sorted(rows)
-    for r in rows.values():
+    assert set(rows) == set(CLIPS) == set(ids), (sorted(rows), sorted(ids))
+    for clip, r in rows.items():
         assert r["error"] is None, r
+        r["token_ids"] = ids[clip]
     return rows
 
 
-def engine_token_ids(bundle: Path, decode_method: str | None = None,
-                     decode_options: dict[str, Any] | None = None,
-                     device: str = "cpu") -> dict[str, list[int]]:
-    """The token ids the engine behind ``oasr transcribe`` emits for each clip (fp32)."""
-    from oasr.engine.config import EngineConfig
-    from oasr.engine.engine import ASREngine
-    from oasr.engine.request import Request
-
-    engine = ASREngine(EngineConfig(model=str(bundle), device=device, dtype="float32",
-                                    decode_method=decode_method,
-                                    decode_options=dict(decode_options or {})))
-    requests = [Request(c, read_clip(p)) for c, p in zip(CLIPS, clip_paths())]
-    out = {}
-    for o in engine.run(requests):
-        assert o.error is None, o.error
-        out[o.request_id] = list(o.token_ids)
-    return out
-
-
-def assert_matches(expected: dict[str, dict[str, Any]], rows: dict[str, dict[str, Any]],
-                   ids: dict[str, list[int]]) -> None:
-    """Every clip's text (CLI) and token ids (engine) equal upstream's; upstream emitted tokens
-    on some clip (random weights could emit none, and then nothing was compared)."""
+def assert_matches(expected: dict[str, dict[str, Any]],
+                   rows: dict[str, dict[str, Any]]) -> None:
+    """Every clip's ``text`` and ``token_ids`` equal upstream's; upstream emitted tokens on some
+    clip (random weights could emit none, and then nothing was compared)."""
     assert any(e["token_ids"] for e in expected.values())
-    differ = {c: {"ours": (rows[c]["text"], ids[c]), "upstream": (e["text"], e["token_ids"])}
-              for c, e in expected.items() if (rows[c]["text"], ids[c]) != (e["text"],
-                                                                            e["token_ids"])}
+    ours = {c: (rows[c]["text"], rows[c]["token_ids"]) for c in expected}
+    differ = {c: {"ours": ours[c], "upstream": (e["text"], e["token_ids"])}
+              for c, e in expected.items() if ours[c] != (e["text"], e["token_ids"])}
     assert not differ, f"{len(differ)} of {len(expected)} clips differ: {differ}"
