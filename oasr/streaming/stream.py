@@ -72,7 +72,9 @@ class StreamResult:
 
     committed: text that will not change; partial: the uncommitted tail of the latest decode;
     words: the committed words with start/end on the stream's clock (seconds); start / end: the
-    utterance's span on that clock; is_final: the utterance ended (an endpoint, or the input).
+    utterance's span on that clock; is_final: the utterance ended (an endpoint, or the input);
+    token_ids: a final's token ids where the streaming path decodes tokens itself (chunk-wise
+    models), else None.
     """
 
     committed: str = ""
@@ -83,6 +85,7 @@ class StreamResult:
     end: float = 0.0
     segment: int = 0
     endpoint_rule: int | None = None
+    token_ids: list[int] | None = None
 
     @property
     def text(self) -> str:
@@ -223,15 +226,17 @@ class Stream:
         self.final: StreamResult | None = None
         self.segment += 1
 
-    def finalize(self, words: list[Word], text: str, end_sample: int, rule: int | None) -> None:
-        """Close the current utterance: its final (``text`` and ``words`` on the clock) ends at
-        clock ``end_sample``; the next starts there on ``reset``."""
+    def finalize(self, words: list[Word], text: str, end_sample: int, rule: int | None,
+                 token_ids: list[int] | None = None) -> None:
+        """Close the current utterance: its final (``text`` and ``words`` on the clock, and
+        ``token_ids`` where the policy decodes tokens) ends at clock ``end_sample``; the next
+        starts there on ``reset``."""
         start = self.utterance_start / self.sample_rate
         end_s = end_sample / self.sample_rate
         self.final = StreamResult(
             committed=text, partial="", words=words, is_final=True,
             start=words[0].start if words else start, end=words[-1].end if words else end_s,
-            segment=self.segment, endpoint_rule=rule)
+            segment=self.segment, endpoint_rule=rule, token_ids=token_ids)
         self.final_end = end_sample
 
     def seconds(self, sample: int) -> float:

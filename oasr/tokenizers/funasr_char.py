@@ -1,11 +1,10 @@
 """The ``funasr_char`` tokenizer kind: FunASR's ``tokens.json`` (a JSON list) or ``tokens.txt``
 (one token a line), the id being the position.
 
-Rendering is piece-local, as FunASR's char tokenizer and ``sentence_postprocess`` render a
-Paraformer's output: special tokens (``<blank>``, ``<s>``, ``</s>``, ``<unk>``) render as "";
-a token ending in ``@@`` is a word piece (rendered without the mark, the next token continues
-the word); a Latin token that starts a word after another Latin word gets one space before it;
-any other token (a CJK character) renders as itself with no space.
+Rendering is FunASR's: ``sentence_postprocess`` over the tokens (``funasr_sentence``): specials
+dropped, word pieces (``@@``) joined, Latin words spaced, spelled letters joined and
+upper-cased (``x j`` -> ``XJ``). That last rule rewrites text already rendered when the next
+letter arrives, so incremental decoding re-renders the whole prefix (the base class's).
 """
 
 from __future__ import annotations
@@ -13,14 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from oasr.tokenizers.base import Tokenizer, TokenizerSpec
+from oasr.tokenizers.funasr_sentence import sentence_pieces
 
 __all__ = ["FunasrCharTokenizer", "read_funasr_tokens"]
-
-SPECIAL = ("<blank>", "<s>", "</s>", "<unk>")
-CONTINUES = "@@"
 
 
 def read_funasr_tokens(path: Path) -> list[str]:
@@ -38,12 +34,8 @@ def read_funasr_tokens(path: Path) -> list[str]:
     return tokens
 
 
-def _latin(text: str) -> bool:
-    return bool(text) and all(ord(c) < 0x2E80 for c in text)
-
-
 class FunasrCharTokenizer(Tokenizer):
-    """ids <-> FunASR char / word-piece tokens. State between pieces: (previous kind)."""
+    """ids <-> FunASR char / word-piece tokens."""
 
     kind = "funasr_char"
     FILE_ROLES = ("tokens",)
@@ -83,36 +75,16 @@ class FunasrCharTokenizer(Tokenizer):
                 out.append(self._ids[ch])
         return out
 
-    def _piece(self, token_id: int, prev: str) -> tuple[str, str]:
-        """(text, kind after it); kinds: "" start, "cjk", "latin", "cont" (inside a word)."""
-        if not 0 <= token_id < len(self._tokens):
-            raise ValueError(f"token id {token_id} outside the vocabulary ({len(self._tokens)})")
-        tok = self._tokens[token_id]
-        if tok in SPECIAL:
-            return "", prev
-        cont = tok.endswith(CONTINUES) and len(tok) > len(CONTINUES)
-        body = tok[:-len(CONTINUES)] if cont else tok
-        latin = _latin(body)
-        space = " " if latin and prev == "latin" else ""
-        return space + body, "cont" if cont else ("latin" if latin else "cjk")
-
-    def decode_incremental(self, ids: Sequence[int], state: Any = None) -> tuple[str, str]:
-        prev = state if isinstance(state, str) else ""
+    def _token_strings(self, ids: Sequence[int]) -> list[str]:
         out = []
         for i in ids:
-            piece, prev = self._piece(int(i), prev)
-            out.append(piece)
-        return "".join(out), prev
-
-    def flush_incremental(self, state: Any) -> str:
-        return ""
+            if not 0 <= int(i) < len(self._tokens):
+                raise ValueError(f"token id {i} outside the vocabulary ({len(self._tokens)})")
+            out.append(self._tokens[int(i)])
+        return out
 
     def token_pieces(self, ids: Sequence[int]) -> list[str]:
-        prev, pieces = "", []
-        for i in ids:
-            piece, prev = self._piece(int(i), prev)
-            pieces.append(piece)
-        return pieces
+        return sentence_pieces(self._token_strings(ids))
 
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(self.token_pieces(ids))

@@ -38,6 +38,11 @@ def test_a_special_file_is_refused(tmp_path):
         resolve_source(tmp_path / "fifo")
 
 
+def test_a_nemo_archive_is_itself(tmp_path):
+    (tmp_path / "m.nemo").write_bytes(b"x")  # the converters read (and refuse) its contents
+    assert resolve_source(tmp_path / "m.nemo") == (tmp_path / "m.nemo").resolve()
+
+
 def test_unknown_source_is_refused():
     with pytest.raises(SourceNotFoundError, match="not an installed model package"):
         resolve_source("no_such_model_package_xyz")

@@ -39,6 +39,10 @@ class LlmOptions:
     llm_prompt: str | None = option(None, doc="The instruction for every request of the "
                                               "engine (a request's prompt replaces it); None: "
                                               "the checkpoint's.")
+    max_new_tokens: int | None = option(None, doc="Tokens generated at most per request "
+                                                  "(None: the engine's cap; the checkpoint's "
+                                                  "generation_config.json sets it when it has "
+                                                  "max_new_tokens).")
     stream_partials: bool = option(False, doc="Queue token-streaming partials (take_partials) "
                                               "at every host read of the end flags.")
     eos_check_interval: int = option(0, doc="Decoder steps between host reads of the end "
@@ -56,6 +60,8 @@ class LlmOptions:
                                   "runs eager.")
 
     def validate(self) -> None:
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.eos_check_interval < 0:
             raise ValueError("eos_check_interval must be >= 1, or 0 for the device's default")
         if not 0.0 <= self.compact_fraction <= 1.0:
@@ -148,6 +154,9 @@ class LlmDecodeStrategy(IncrementalArStrategy):
 
     @property
     def _engine_cap(self) -> int:
+        """The family's cap (``max_new_tokens``) where set, else the engine's."""
+        if self.options.max_new_tokens is not None:
+            return self.options.max_new_tokens
         cfg = self.engine_config
         return cfg.max_new_tokens if cfg is not None else DEFAULT_MAX_NEW_TOKENS
 
@@ -247,7 +256,9 @@ class LlmDecodeStrategy(IncrementalArStrategy):
                 total += math.exp(lp)
             conf = total / len(logps)
         return RequestOutput(
-            request_id=row.request.request_id, text=self.tokenizer.decode(tokens).strip(),
+            # As transformers' batch_decode(skip_special_tokens=True) renders them: a leading
+            # space the tokens carry stays.
+            request_id=row.request.request_id, text=self.tokenizer.decode(tokens),
             token_ids=tokens, finish_reason=finish_reason, confidence=conf,
             avg_logprob=sum(logps) / len(logps) if logps else None,
             metadata=row.request.metadata,

@@ -3,8 +3,9 @@
 ``model_type`` picks the head: ``parakeet_ctc`` (``ParakeetForCTC``), ``parakeet_rnnt``
 (``ParakeetForRNNT``) or ``parakeet_tdt`` (``ParakeetForTDT``). Dimensions come from
 ``encoder_config``; options this encoder does not implement are refused by name. The
-frontend comes from ``preprocessor_config.json`` when the folder has one (transformers'
-``ParakeetFeatureExtractor`` defaults otherwise), the tokenizer from ``tokenizer.json``.
+frontend comes from ``preprocessor_config.json`` or ``processor_config.json`` (transformers 5's
+processor layout) when the folder has one (transformers' ``ParakeetFeatureExtractor`` defaults
+otherwise), the tokenizer from ``tokenizer.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from oasr.models.converter import (
     MappedWeights,
     has_hf_weights,
     load_hf_weights,
+    read_feature_extractor_config,
     read_json,
 )
 from oasr.models.fastconformer.config import FastConformerConfig
@@ -70,14 +72,15 @@ def expected_shapes(config: FastConformerConfig) -> dict[str, tuple[int, ...]]:
 
 def parakeet_logmel_features(num_mel_bins: int, pre: dict[str, Any] | None = None
                              ) -> FeatureConfig:
-    """transformers' ``ParakeetFeatureExtractor`` settings (``preprocessor_config.json``)."""
+    """transformers' ``ParakeetFeatureExtractor`` settings (``preprocessor_config.json`` or
+    ``processor_config.json``'s ``feature_extractor``)."""
     pre = pre or {}
     sr = int(pre.get("sampling_rate", 16000))
     hop = int(pre.get("hop_length", 160))
     win = int(pre.get("win_length", 400))
     bins = int(pre.get("feature_size", num_mel_bins))
     if bins != num_mel_bins:
-        raise ValueError(f"preprocessor_config.json feature_size={bins} but the encoder reads "
+        raise ValueError(f"the feature extractor's feature_size={bins} but the encoder reads "
                          f"num_mel_bins={num_mel_bins}")
     return FeatureConfig(
         "parakeet_logmel", sample_rate=sr, num_mel_bins=bins,
@@ -186,7 +189,7 @@ class _HfParakeetConverter(BaseCheckpointConverter):
         return parakeet_logmel_features(config.num_mel_bins, pre)
 
     def convert(self, src: str | Path, dst: str | Path, *args: Any, **kwargs: Any) -> Any:
-        self._pre = read_json(Path(src) / "preprocessor_config.json")
+        self._pre = read_feature_extractor_config(Path(src))
         return super().convert(src, dst, *args, **kwargs)
 
     def build_decoding_defaults(self, config: FastConformerConfig, path: Path) -> dict[str, Any]:

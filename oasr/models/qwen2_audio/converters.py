@@ -3,7 +3,12 @@
 Both key layouts are read: the Hub's (``audio_tower.*``, ``multi_modal_projector.*``,
 ``language_model.model.*``, ``language_model.lm_head.*``: what ``save_pretrained`` writes)
 and transformers 5's in-memory one (``model.audio_tower.*``, ``model.language_model.*``,
-``lm_head.*``). The prompt's ids come from the checkpoint's config and tokenizer.
+``lm_head.*``). The prompt's ids come from the checkpoint's config and tokenizer; the prompt
+layout from its chat template (``chat_template.jinja``, ``chat_template.json`` or
+``tokenizer_config.json``'s, as transformers' processor saves it) rendered for one user turn of
+the audio then the instruction, as transformers' ``apply_chat_template`` renders it
+(``add_generation_prompt=True``); ``generation_config.json``'s ``max_new_tokens`` becomes the
+``llm`` family's default cap and its ``eos_token_id`` the stop ids.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ _PREFIXES = (
     ("multi_modal_projector.", "multi_modal_projector."),
     ("lm_head.", "decoder.lm_head."),
 )
+# Stands for the instruction while the chat template renders (no template writes it itself).
+_INSTRUCTION_MARK = "\x00instruction\x00"
 # The ChatML and audio markers the prompt is assembled from.
 _REQUIRED_TOKENS = ("<|im_start|>", "<|im_end|>", "<|audio_bos|>", "<|audio_eos|>")
 
@@ -56,6 +63,55 @@ def _ids(value: Any) -> list[int]:
     if value is None:
         return []
     return [int(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def _has_lm_head(folder: Path) -> bool:
+    index = read_json(folder / "model.safetensors.index.json")
+    if index:
+        names: Any = index.get("weight_map") or {}
+    elif (folder / "model.safetensors").is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(folder / "model.safetensors"), "pt") as f:
+            names = list(f.keys())
+    else:
+        names = load_hf_weights(folder)
+    return any(map_key(n) == "decoder.lm_head.weight" for n in names)
+
+
+def _chat_template(folder: Path) -> str | None:
+    """The checkpoint's Jinja chat template, where its processor or tokenizer saved one."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    for name in ("chat_template.json", "processor_config.json", "tokenizer_config.json"):
+        template = (read_json(folder / name) or {}).get("chat_template")
+        if isinstance(template, str):
+            return template
+    return None
+
+
+def render_chat_template(template: str, folder: Path) -> str:
+    """One user turn (the audio, then the instruction) rendered as transformers'
+    ``apply_chat_template(..., add_generation_prompt=True)`` renders it, with ``{instruction}``
+    where the instruction goes."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def refuse(message: str) -> None:
+        raise ValueError(f"{folder}: the chat template raised: {message}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = refuse
+    messages = [{"role": "user", "content": [
+        {"type": "audio", "audio_url": "audio"},
+        {"type": "text", "text": _INSTRUCTION_MARK}]}]
+    text = env.from_string(template).render(messages=messages, add_generation_prompt=True)
+    if text.count(_INSTRUCTION_MARK) != 1 or text.count("<|AUDIO|>") != 1:
+        raise ValueError(f"{folder}: the chat template does not render one audio turn with "
+                         "its text (one <|AUDIO|> and the instruction once); the llm family "
+                         "needs that layout")
+    return text.replace(_INSTRUCTION_MARK, "{instruction}")
 
 
 class HfQwen2AudioConverter(BaseCheckpointConverter):
@@ -105,6 +161,9 @@ class HfQwen2AudioConverter(BaseCheckpointConverter):
         if pad is None:
             pad = specials.get("<|endoftext|>", eos[0])
         heads = int(text["num_attention_heads"])
+        template = _chat_template(path)
+        prompt = {} if template is None else {"chat_template": render_chat_template(template,
+                                                                                    path)}
         config = Qwen2AudioConfig(
             n_mels=int(audio.get("num_mel_bins", 128)),
             audio_d_model=int(audio.get("d_model", 1280)),
@@ -121,12 +180,14 @@ class HfQwen2AudioConverter(BaseCheckpointConverter):
             rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
             rope_theta=float(theta),
             max_position_embeddings=int(text.get("max_position_embeddings", 32768)),
-            # transformers ties Qwen2-Audio's lm_head on the top-level flag only: the text
-            # config's (True in a bare Qwen2Config) leaves the head its own weight.
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            # The head is the checkpoint's own lm_head weight wherever it holds one: transformers
+            # 5.25 never ties Qwen2-Audio's head (no tied-weight keys), whatever either
+            # tie_word_embeddings flag says; a checkpoint without one is read tied.
+            tie_word_embeddings=not _has_lm_head(path),
             audio_token_id=int(cfg.get("audio_token_index", cfg.get("audio_token_id", 151646))),
             eos_token_ids=eos,
             pad_token_id=int(pad),
+            **prompt,
         )
         config.validate()
         return config
@@ -149,6 +210,11 @@ class HfQwen2AudioConverter(BaseCheckpointConverter):
             else:
                 out.drop(name, "not a Qwen2-Audio inference weight")
         return out
+
+    def build_decoding_defaults(self, config: Qwen2AudioConfig, path: Path) -> dict[str, Any]:
+        gen = read_json(Path(path) / "generation_config.json") or {}
+        cap = gen.get("max_new_tokens")
+        return {} if cap is None else {"max_new_tokens": int(cap)}
 
     def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
         if not (Path(path) / "tokenizer.json").is_file():

@@ -4,8 +4,6 @@ converter's), converted, and checked equal to the transformers folder's conversi
 
 from __future__ import annotations
 
-import io
-import re
 import tarfile
 from pathlib import Path
 
@@ -20,32 +18,7 @@ if not hasattr(tf, "ParakeetForTDT"):
 from oasr.models.fastconformer.nemo import NemoCtcConverter, NemoTdtConverter  # noqa: E402
 from oasr.models.registry import detect_converter  # noqa: E402
 from tests.models.fastconformer.hf_tiny import ENCODER, VOCAB, save_hf  # noqa: E402
-
-# transformers -> NeMo, the inverse of transformers' own conversion table.
-_HF_TO_NEMO = (
-    (r"^encoder\.subsampling\.layers\.", "encoder.pre_encode.conv."),
-    (r"^encoder\.subsampling\.linear\.", "encoder.pre_encode.out."),
-    (r"\.conv\.norm\.", ".conv.batch_norm."),
-    (r"^ctc_head\.", "decoder.decoder_layers.0."),
-    (r"^decoder\.embedding\.", "decoder.prediction.embed."),
-    (r"^decoder\.lstm\.", "decoder.prediction.dec_rnn.lstm."),
-    (r"^encoder_projector\.", "joint.enc."),
-    (r"^decoder\.decoder_projector\.", "joint.pred."),
-    (r"^joint\.head\.", "joint.joint_net.2."),
-    (r"\.q_proj\.", ".linear_q."), (r"\.k_proj\.", ".linear_k."), (r"\.v_proj\.", ".linear_v."),
-    (r"\.o_proj\.", ".linear_out."), (r"\.relative_k_proj\.", ".linear_pos."),
-    (r"\.bias_([uv])$", r".pos_bias_\1"),
-)
-
-
-def _nemo_state(hf: torch.nn.Module) -> dict[str, torch.Tensor]:
-    out = {}
-    for name, t in hf.state_dict().items():
-        for pat, rep in _HF_TO_NEMO:
-            name = re.sub(pat, rep, name)
-        out[name] = t.clone()
-    out["preprocessor.featurizer.window"] = torch.hann_window(400)
-    return out
+from tests.models.fastconformer.nemo_layout import nemo_state, write_nemo_tar  # noqa: E402
 
 
 def _spm(folder: Path, size: int) -> Path:
@@ -79,17 +52,8 @@ def write_nemo(path: Path, hf: torch.nn.Module, head: str) -> Path:
         cfg["joint"] = {"jointnet": {"joint_hidden": 24, "activation": "relu"}}
         cfg["model_defaults"] = {"tdt_durations": [0, 1, 2, 3, 4]}
         cfg["loss"] = {"loss_name": "tdt"}
-    buf = io.BytesIO()
-    torch.save(_nemo_state(hf), buf)
     spm_model = _spm(path.parent, 16)
-    with tarfile.open(path, "w") as tar:
-        for name, data in (("./model_config.yaml", yaml.safe_dump(cfg).encode()),
-                           ("./model_weights.ckpt", buf.getvalue()),
-                           ("./abc_tokenizer.model", spm_model.read_bytes())):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
+    return write_nemo_tar(path, cfg, nemo_state(hf), spm_model)
 
 
 @pytest.mark.parametrize("head", ["ctc", "tdt"])

@@ -92,3 +92,18 @@ def save_hf_prompted(folder: Path, seed: int = 0, blank_bias: float = 0.0) -> to
     tf.Nemotron3_5AsrProcessor(extractor, tokenizer,
                                prompt_dictionary=dict(PROMPTS)).save_pretrained(folder)
     return model
+
+
+def reference_chunk(hf: torch.nn.Module, chunk: torch.Tensor, cache, padding, lookahead: int):
+    """One chunk through transformers' cache-aware encoder: (output, cache, padding cache).
+
+    The K/V cache is ``cache`` (argument and output field) in transformers >= 5.25 and
+    ``past_key_values`` before (5.17 - 5.24); the name is read off the output class.
+    """
+    import transformers as tf
+
+    fields = tf.NemotronAsrStreamingEncoderModelOutput.__dataclass_fields__
+    name = "cache" if "cache" in fields else "past_key_values"
+    out = hf.encoder(input_features=chunk, padding_cache=padding, use_cache=True,
+                     num_lookahead_tokens=lookahead, **{name: cache})
+    return out, getattr(out, name), out.padding_cache

@@ -20,7 +20,7 @@ from oasr.engine.decode.transducer_streaming import TransducerGreedyStream  # no
 from oasr.models.nemotron_streaming.model import NemotronStreamingRnnt  # noqa: E402
 from oasr.models.registry import build_model_from_checkpoint, detect_converter  # noqa: E402
 from tests.models.fastconformer.reference import hf_hypotheses  # noqa: E402
-from tests.models.nemotron_streaming.hf_tiny import VOCAB, save_hf  # noqa: E402
+from tests.models.nemotron_streaming.hf_tiny import VOCAB, reference_chunk, save_hf  # noqa: E402
 
 BLANK = VOCAB - 1
 LOOKAHEAD = 1  # the tiny checkpoint's default: 2-frame chunks, 6 frames of left context
@@ -81,9 +81,7 @@ def test_chunked_encoder_matches_reference_cache_api(folder, lookahead: int) -> 
         cache, padding = DynamicCache(config=hf.config.encoder_config), None
         state = ours.init_stream_cache(1)
         for c in chunks:
-            o = hf.encoder(input_features=c, cache=cache, padding_cache=padding,
-                           use_cache=True, num_lookahead_tokens=lookahead)
-            cache, padding = o.cache, o.padding_cache
+            o, cache, padding = reference_chunk(hf, c, cache, padding, lookahead)
             y, state = ours.encode_chunk(c, state, lookahead)
             assert y.shape[1] == lookahead + 1
             ref_frames.append(o.last_hidden_state)
@@ -159,9 +157,7 @@ def test_stateful_runtime_matches_reference_streaming(folder) -> None:
         for i, chunks in streams.items():
             cache, padding, ref = DynamicCache(config=hf.config.encoder_config), None, []
             for c in chunks:
-                o = hf.encoder(input_features=c, cache=cache, padding_cache=padding,
-                               use_cache=True, num_lookahead_tokens=LOOKAHEAD)
-                cache, padding = o.cache, o.padding_cache
+                o, cache, padding = reference_chunk(hf, c, cache, padding, LOOKAHEAD)
                 ref.append(o.last_hidden_state)
             hidden = torch.cat(got[i], 1)
             torch.testing.assert_close(hidden, torch.cat(ref, 1), atol=2e-5, rtol=1e-4)
@@ -200,9 +196,7 @@ def test_cuda_stateful_runtime_matches_reference(folder) -> None:
     with torch.no_grad():
         cache, padding = DynamicCache(config=hf.config.encoder_config), None
         for c in chunks:
-            o = hf.encoder(input_features=c, cache=cache, padding_cache=padding,
-                           use_cache=True, num_lookahead_tokens=LOOKAHEAD)
-            cache, padding = o.cache, o.padding_cache
+            o, cache, padding = reference_chunk(hf, c, cache, padding, LOOKAHEAD)
             ref.append(o.last_hidden_state)
             out, lens = backend.forward_step([0], c, torch.tensor([c.shape[1]], device="cuda"))
             got.append(out[:, :int(lens[0])])

@@ -1,0 +1,34 @@
+"""FunASR Paraformer, end to end: the ModelScope folders under
+``tests/fixtures/funasr_paraformer/`` (written by FunASR 1.4.16's own classes, ``make.py``)
+through ``oasr convert`` and ``oasr transcribe`` with default flags, against FunASR's
+``AutoModel.generate`` on the same clips (its front end, CIF, decoder, tokenizer and sentence
+post-processing): text and token ids equal."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.upstream_e2e import (
+    DEVICES,
+    FIXTURES,
+    assert_matches,
+    convert,
+    full_fp32,
+    load_expected,
+    require_audio,
+    transcribe,
+)
+
+EXPECTED = load_expected("funasr_paraformer")
+
+
+@pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
+@pytest.mark.parametrize("device", DEVICES)
+def test_convert_and_transcribe_equal_funasr(variant, device, tmp_path, monkeypatch):
+    require_audio()
+    full_fp32(device, monkeypatch)
+    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
+    bundle = tmp_path / "bundle"
+    assert "paraformer/funasr" in convert(FIXTURES / "funasr_paraformer" / variant, bundle)
+    rows = transcribe(bundle, tmp_path, device=device)
+    assert_matches(EXPECTED["variants"][variant]["greedy"], rows)
