@@ -359,7 +359,7 @@ def _launch_workers(console: Any, cli: CliRun) -> None:
         kind = event["event"]
         if kind == "start":
             totals[shard] = event["total"]
-            view.progress.update(view.task, total=sum(totals.values()))
+            view.set_total_rows(sum(totals.values()))
         elif kind == "row":
             live.rows += 1
             live.errors += bool(event["error"])
