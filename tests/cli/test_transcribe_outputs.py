@@ -62,6 +62,22 @@ def test_json_and_tsv_one_file_per_recording(bundle, tmp_path):
     assert lines[0] == "start\tend\ttext" and len(lines) == 2
 
 
+def test_txt_into_a_folder_is_whispers_plain_text_per_recording_and_resumes(bundle, tmp_path):
+    out = tmp_path / "text"
+    res = run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", f"{out}/", "-f", "txt")
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.glob("*.txt")) == sorted(f"{c}.txt" for c in SHORT)
+    jsonl = tmp_path / "rows.jsonl"
+    assert run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", jsonl).exit_code == 0
+    for row in map(json.loads, jsonl.read_text().splitlines()):
+        # whisper's .txt: the text alone (a short recording is one segment, one line), no id
+        assert (out / f"{row['id']}.txt").read_text(encoding="utf-8") == row["text"].strip() + "\n"
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.txt")}
+    res = run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", f"{out}/", "-f", "txt")
+    assert res.exit_code == 0, res.output
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.txt")} == before  # resumed: done
+
+
 def test_txt_is_read_back_by_wer(bundle, tmp_path):
     out = tmp_path / "o.txt"
     assert run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", out).exit_code == 0
