@@ -192,7 +192,22 @@ class ProgressView:
         self.console.print(self.line(), soft_wrap=True, highlight=False, markup=False)
 
 
-def print_summary(console: Console, stats: Any, out_path: Path) -> None:
+def empty_subtitles_note(files: list[Path], shown: int = 3) -> str | None:
+    """The note for subtitle files written without a cue (recordings without speech), or
+    None: such a file is valid but a player shows nothing, which looks like a failure."""
+    if not files:
+        return None
+    names = ", ".join(f.name for f in files[:shown]) + (
+        f" and {len(files) - shown} more" if len(files) > shown else "")
+    ext = files[0].suffix
+    many = len(files) != 1
+    return (f"note: {len(files)} {ext} file{'s hold' if many else ' holds'} no cue "
+            f"({names}): the recording has no speech (finish_reason=no_speech) or no text; "
+            f"the file is still valid {ext} and a rerun leaves it as it is")
+
+
+def print_summary(console: Console, stats: Any, out_path: Path,
+                  empty_subtitles: list[Path] | None = None) -> None:
     table = Table(title="oasr transcribe")
     table.add_column("rows")
     table.add_column("skipped (done before)")
@@ -218,6 +233,9 @@ def print_summary(console: Console, stats: Any, out_path: Path) -> None:
         console.print(f"note: {reasons['no_speech']} rows hold no speech: digital silence, "
                       "Whisper's no-speech guard or the speech detector (empty text, "
                       "finish_reason=no_speech)")
+    note = empty_subtitles_note(empty_subtitles or [])
+    if note:
+        console.print(note, soft_wrap=True, highlight=False, markup=False)
     for example in stats.error_examples:
         console.print(f"[yellow]error row[/] {example}")
     from oasr import ops

@@ -39,6 +39,7 @@ from oasr.io.output_format import (
     EXTENSIONS,
     FORMATS,
     RECORDING_FORMATS,
+    SUBTITLE_FORMATS,
     TEXT_FILES,
     OutputError,
     OutputRow,
@@ -207,6 +208,9 @@ class SubtitleWriter:
         self._single_id: str | None = None
         self._closed = False
         self._failed: OutputError | None = None  # the write that failed, reported once
+        # srt/vtt files written without a cue (a recording without speech), for a note: the
+        # file is still valid (an empty SRT, a bare WEBVTT header).
+        self.empty_files: list[Path] = []
 
     # -------------------------------------------------------------- the index
 
@@ -325,6 +329,8 @@ class SubtitleWriter:
                 target = self.folder / name
                 _write_whole(target, text)
                 entry["timings"] = timings
+                if timings == "none" and self.fmt in SUBTITLE_FORMATS:
+                    self.empty_files.append(target)
             target = self.index_path
             self._append(entry)
         except OSError as err:

@@ -194,3 +194,20 @@ def test_overwrite_replaces_our_own_output_and_resume_adds_to_it(bundle, tmp_pat
     res = run(bundle, clip(SHORT[1]), "-o", out, "--overwrite")
     assert res.exit_code == 0, res.output
     assert [line.split("\t")[0] for line in out.read_text().splitlines()] == [SHORT[1]]
+
+
+def test_a_silent_recording_writes_a_valid_empty_srt_with_a_note(bundle, tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    silent = tmp_path / "quiet.wav"
+    sf.write(silent, np.zeros(3 * 16000, dtype="float32"), 16000)
+    out = tmp_path / "quiet.srt"
+    res = run(bundle, silent, "-o", out)
+    assert res.exit_code == 0, res.output
+    assert out.read_text(encoding="utf-8") == ""  # an SRT of no cues: valid, nothing shown
+    said = " ".join(res.output.split())
+    assert "note: 1 .srt file holds no cue (quiet.srt): the recording has no speech" in said
+    res = run(bundle, clip(SHORT[0]), "-o", tmp_path / "speech.srt")
+    assert res.exit_code == 0, res.output
+    assert "no cue" not in res.output and (tmp_path / "speech.srt").read_text().strip()

@@ -100,3 +100,14 @@ def test_progress_modes(monkeypatch):
 
     with pytest.raises(ValueError, match="--progress sometimes"):
         progress_mode("sometimes", Console(file=io.StringIO()))
+
+
+def test_the_empty_subtitles_note_names_a_few_files():
+    from pathlib import Path
+
+    from oasr.cli.transcribe_view import empty_subtitles_note
+
+    assert empty_subtitles_note([]) is None
+    files = [Path(f"subs/{i}.vtt") for i in range(5)]
+    note = empty_subtitles_note(files)
+    assert note.startswith("note: 5 .vtt files hold no cue (0.vtt, 1.vtt, 2.vtt and 2 more)")
