@@ -1,4 +1,5 @@
-"""Whisper's per-recording output layouts, ``--format json`` and ``--format tsv``.
+"""Whisper's per-recording output layouts: ``--format json``, ``--format tsv`` and ``--format txt``
+into a folder.
 
 json is the shape ``whisper``'s CLI writes (and ``faster-whisper`` users parse)::
 

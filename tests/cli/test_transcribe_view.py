@@ -1,4 +1,5 @@
-"""The progress bar moves within a long recording, before its row finishes."""
+"""The progress: a bar by audio seconds (moving within a long recording before its row
+finishes), the ETA from the first finished batch, log lines, the end-of-run notes."""
 
 from __future__ import annotations
 
