@@ -320,7 +320,46 @@ def _frame_to_float32(frame: Any) -> np.ndarray:
 
 def _sf_message(err: Exception) -> str:
     message = str(getattr(err, "error_string", None) or err)
+    if "possibly a pipe" in message:
+        # libsndfile's words for a format it does not recognise; the file was checked to exist
+        # and be a regular, readable file before it was asked.
+        return "not a format it recognises"
     return message.removeprefix("Error : ").rstrip(".")
+
+
+def _text_head(head: bytes) -> str | None:
+    """The first line of ``head`` when those bytes are text (UTF-8, no NUL, printable), else
+    None: a transcript or a list of paths saved under an audio name."""
+    if not head or b"\0" in head:
+        return None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 4:  # a character cut at the end of the head is fine
+            return None
+        text = head[: err.start].decode("utf-8")
+    if sum(c.isprintable() or c in "\t\r\n" for c in text) < 0.95 * len(text):
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first[:40] + ("..." if len(first) > 40 else "")
+
+
+def _refuse_text(source: AudioSource, label: str) -> None:
+    """Raise naming the file as text when neither decoder read it and it holds text."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        head = bytes(source[:4096])
+    else:
+        try:
+            with open(os.fspath(source), "rb") as f:
+                head = f.read(4096)
+        except OSError:
+            return
+    first = _text_head(head)
+    if first is not None:
+        raise AudioDecodeError(
+            label, f"holds text, not audio (it begins {first!r})",
+            "pass the recording itself; a list of recordings is a manifest (.jsonl/.csv/.tsv "
+            "with an audio column, see docs/manifests.md)")
 
 
 def _av_message(err: Exception) -> str:
@@ -368,12 +407,14 @@ def open_reader(source: AudioSource) -> NativeReader:
             "pass a file with an audio track",
         ) from err
     except _Undecodable as err:
+        _refuse_text(source, label)
         raise AudioDecodeError(
             label,
             f"is not a readable audio file (libsndfile: {sf_error}; FFmpeg: {err})",
             FIX_FORMAT,
         ) from err
     except av.FFmpegError as err:
+        _refuse_text(source, label)
         raise AudioDecodeError(
             label,
             f"is not a readable audio file (libsndfile: {sf_error}; FFmpeg: {_av_message(err)})",

@@ -19,6 +19,32 @@ __all__ = ["bench_command"]
 EXIT_BAD_INPUT = 2
 
 
+# Our series' name in the table and the plot; the JSON keeps the system key "ours".
+PROGRAM = "oasr"
+
+
+def series_label(system: str) -> str:
+    """What a result's system is called where people read it: ours by the program's name."""
+    return PROGRAM if system == "ours" else system
+
+
+def machine_load() -> dict[str, Any]:
+    """The machine's load when measured: load averages (1, 5, 15 min; None where the OS has
+    none), the CPUs it has and the CPUs this process may run on. A loaded machine slows every
+    system, so a result says what it shared the machine with."""
+    import os
+
+    try:
+        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        load = None
+    try:
+        usable: int | None = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = None
+    return {"loadavg": load, "cpu_count": os.cpu_count(), "cpus_usable": usable}
+
+
 def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(EXIT_BAD_INPUT)
@@ -121,6 +147,7 @@ def bench_command(
 
     from oasr import ops
 
+    load_at_start = machine_load()
     results, dispatched = [], ops.snapshot()
     for b in sizes:
         for k in range(repeats):
@@ -150,6 +177,7 @@ def bench_command(
         "repeats": repeats,
         "results": [r.to_dict() for r in results],
         "dispatch": ops.dispatch_summary(dispatch),
+        "machine_load": {"start": load_at_start, "end": machine_load()},
     }
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +207,8 @@ def _print_table(results: list[Any]) -> None:
         table.add_column(c, justify="left" if c == "system" else "right")
     for r in results:
         wer = "-" if r.wer is None else f"{r.wer * 100:.2f}%"
-        table.add_row(r.system, str(r.batch_size), str(r.requests), f"{r.audio_s:.1f}",
+        table.add_row(series_label(r.system), str(r.batch_size), str(r.requests),
+                      f"{r.audio_s:.1f}",
                       f"{r.wall_s:.2f}", f"{r.rtfx:.1f}", f"{r.latency_p50_ms:.0f}",
                       f"{r.latency_p90_ms:.0f}", f"{r.latency_p99_ms:.0f}",
                       f"{r.tokens_per_s:.1f}", f"{r.peak_memory_bytes / 2**20:.0f}", wer,
@@ -228,14 +257,16 @@ def _plot(results: list[Any], path: Path, payload: dict[str, Any]) -> None:
             m, sd = _stats([r.latency_p50_ms for r in runs])
             lat.append(m)
             lat_sd.append(sd)
-        ax_rtf.errorbar(sizes, rtf, yerr=rtf_sd, marker="o", capsize=3, label=system)
-        ax_lat.errorbar(sizes, lat, yerr=lat_sd, marker="o", capsize=3, label=system)
+        label = series_label(system)
+        ax_rtf.errorbar(sizes, rtf, yerr=rtf_sd, marker="o", capsize=3, label=label)
+        ax_lat.errorbar(sizes, lat, yerr=lat_sd, marker="o", capsize=3, label=label)
     for k, system in enumerate(payload["systems"][1:]):
         for b in payload["batch_sizes"]:
             if (system, b) in means and ("ours", b) in means and means[(system, b)] > 0:
                 # One line per peer above our point, so several peers' labels do not overlap.
                 last = b == max(payload["batch_sizes"])
-                ax_rtf.annotate(f"{means[('ours', b)] / means[(system, b)]:.2f}x vs {system}",
+                ratio = means[("ours", b)] / means[(system, b)]
+                ax_rtf.annotate(f"{PROGRAM} {ratio:.2f}x vs {system}",
                                 (b, means[("ours", b)]), textcoords="offset points",
                                 xytext=(-4 if last else 4, 6 + 10 * k), fontsize=7,
                                 ha="right" if last else "left", annotation_clip=False)

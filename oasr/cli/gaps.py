@@ -95,10 +95,10 @@ def _print(report: dict[str, Any], run_line: str | None) -> None:
                   + (f" ({dev['capability']}, CUDA {dev['cuda_version']})" if dev["cuda"]
                      else f" ({dev['why']})"))
     table = Table(title="declared kernel gaps (in scope, no kernel)")
-    for col in ("id", "missing", "fix", "calls"):
+    for col in ("id", "missing", "fix", "here", "calls"):
         table.add_column(col, overflow="fold")
     for g in report["declared_gaps"]:
-        table.add_row(g["id"], g["what"], g["fix"], str(g["calls"]))
+        table.add_row(g["id"], g["what"], g["fix"], g["here"], str(g["calls"]))
     console.print(table)
     console.print("[bold]registered kernels[/]:")
     for k in report["kernels"] or [{"op": "none yet", "state": "", "source": ""}]:

@@ -359,7 +359,7 @@ def _launch_workers(console: Any, cli: CliRun) -> None:
         kind = event["event"]
         if kind == "start":
             totals[shard] = event["total"]
-            view.progress.update(view.task, total=sum(totals.values()))
+            view.set_total_rows(sum(totals.values()))
         elif kind == "row":
             live.rows += 1
             live.errors += bool(event["error"])
@@ -487,6 +487,7 @@ def _run(console: Any, fail: Any, plan: _OutputPlan, cli: CliRun, run: RunOption
     if events:
         multi_gpu.emit_done(stats, str(plan.out_path))
     if not cli.quiet:
-        print_summary(console, stats, Path(plan.out_path))
+        print_summary(console, stats, Path(plan.out_path),
+                      empty_subtitles=getattr(writer, "empty_files", None))
     if cli.fail_on_error and stats.errors:
         raise typer.Exit(1)

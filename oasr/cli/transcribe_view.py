@@ -10,7 +10,6 @@ from typing import Any
 from rich.console import Console
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     ProgressColumn,
     TextColumn,
@@ -39,8 +38,8 @@ def _clock(seconds: float) -> str:
 
 
 class _Eta(ProgressColumn):
-    """Time left from the share of the rows done so far (rows, and windows of long rows),
-    shown from the first settled window on; rich's own column waits for a speed sample."""
+    """Time left at the audio pace so far, shown from the first finished row (or settled window
+    of a long one) on; rich's own column waits for a speed sample."""
 
     def __init__(self, view: ProgressView) -> None:
         super().__init__()
@@ -51,9 +50,20 @@ class _Eta(ProgressColumn):
         return Text(f"ETA {_clock(eta)}" if eta is not None else "ETA -", style="cyan")
 
 
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
 class ProgressView:
-    """Rows, audio hours, RTFx and ETA: updated as rows finish and, within a long recording,
-    as each window settles (the bar by the window's share of the recording's duration).
+    """Audio done of the estimated total, rows, RTFx and ETA: updated as rows finish and, within
+    a long recording, as each window settles.
+
+    The bar counts audio seconds, not rows: a manifest's rows range from a second to hours. The
+    total audio is not read up front (that would open every file before decoding); it is
+    estimated as the audio of the rows known so far (finished rows, and in-flight rows whose
+    header gave a duration) plus their mean for each row not yet seen, so it firms up as rows
+    finish and the ETA (``elapsed * audio left / audio done``) is there from the first finished
+    batch on.
 
     ``mode``: ``bar`` (a rich bar), ``log`` (a plain line on the console every
     ``interval_s``: what a batch job's log keeps; the summary ends the run), ``none``."""
@@ -64,21 +74,22 @@ class ProgressView:
             raise ValueError(f"progress mode {mode!r}: use bar, log or none")
         self.console, self.mode, self.interval_s = console, mode, interval_s
         self.enabled = mode != "none"
+        self.total_rows = total
+        self._headers: dict[str, float] = {}  # in-flight row id -> duration its header gave
+        self._seconds: dict[str, float] = {}  # in-flight row id -> seconds settled so far
+        self._done_audio_s = 0.0
+        self._rows_done = 0
+        self._errors = 0
         self.progress = Progress(
-            TextColumn("[bold]transcribe"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[audio]}"), TextColumn("RTFx {task.fields[rtfx]}"),
+            TextColumn("[bold]transcribe"), BarColumn(), TextColumn("{task.fields[audio]}"),
+            TextColumn("{task.fields[rows]}"), TextColumn("RTFx {task.fields[rtfx]}"),
             TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(), _Eta(self),
             console=console, disable=mode != "bar",
         )
-        self.task = self.progress.add_task("rows", total=total, audio="0.00 h", rtfx="-",
-                                           errors=0)
+        self.task = self.progress.add_task("audio", total=None, audio="0.00 h audio",
+                                           rows=self._rows_text(), rtfx="-", errors=0)
         self._start = time.perf_counter()
         self._last_line = self._start
-        self._fractions: dict[str, float] = {}  # row id -> share of the bar advanced so far
-        self._seconds: dict[str, float] = {}  # row id -> seconds settled, row not yet finished
-        self._inflight_s = 0.0
-        self._done_audio_s = 0.0
-        self._errors = 0
 
     def __enter__(self) -> ProgressView:
         self.progress.__enter__()
@@ -87,55 +98,86 @@ class ProgressView:
     def __exit__(self, *exc: Any) -> None:
         self.progress.__exit__(*exc)
 
-    @property
-    def _task(self) -> Any:
-        return self.progress.tasks[0]
+    def set_total_rows(self, total: int | None) -> None:
+        """The number of rows the run will finish (known late when workers report it)."""
+        self.total_rows = total
+        self._refresh()
+
+    # -------------------------------------------------------------- the figures
+
+    def audio_s(self) -> float:
+        """Seconds of audio decoded: finished rows and the settled windows of unfinished ones."""
+        return self._done_audio_s + sum(self._seconds.values())
+
+    def total_audio_s(self) -> float | None:
+        """The estimated seconds of audio in the whole run, or None before any row is known
+        (or without a row count)."""
+        if self.total_rows is None:
+            return None
+        in_flight = {rid: max(d, self._seconds.get(rid, 0.0)) for rid, d in self._headers.items()}
+        known_rows = self._rows_done + len(in_flight)
+        if known_rows == 0:
+            return None
+        known_s = self._done_audio_s + sum(in_flight.values())
+        unseen = max(self.total_rows - known_rows, 0)
+        return max(known_s + unseen * known_s / known_rows, self.audio_s())
 
     def eta(self) -> float | None:
-        """Seconds left at the current pace, or None before any progress (or no total)."""
-        task = self._task
-        if not task.total or task.completed <= 0:
+        """Seconds left at the current audio pace, or None before any audio is done (or no
+        total)."""
+        total, audio = self.total_audio_s(), self.audio_s()
+        if total is None or audio <= 0.0:
             return None
         elapsed = time.perf_counter() - self._start
-        return max(elapsed * (task.total - task.completed) / task.completed, 0.0)
+        return max(elapsed * (total - audio) / audio, 0.0)
+
+    def _rows_text(self) -> str:
+        total = f"/{self.total_rows:,}" if self.total_rows is not None else ""
+        return f"{self._rows_done:,}{total} rows"
+
+    def _audio_text(self) -> str:
+        total = self.total_audio_s()
+        if total is None:
+            return f"{_hours(self.audio_s())} audio"
+        return f"{self.audio_s() / 3600:.2f}/{_hours(total)} audio"
+
+    def _refresh(self) -> None:
+        elapsed = time.perf_counter() - self._start
+        audio = self.audio_s()
+        self.progress.update(self.task, total=self.total_audio_s(), completed=audio,
+                             audio=self._audio_text(), rows=self._rows_text(),
+                             rtfx=f"{audio / elapsed:.1f}" if elapsed > 0 else "-",
+                             errors=self._errors)
+        self._maybe_log()
+
+    # -------------------------------------------------------------- the events
 
     def window(self, row_id: str, seconds: float, duration: float | None) -> None:
-        """A window of a long recording settled: the bar moves by its share of the recording
-        (when the header gave a duration) and the audio figure by its seconds."""
-        self._inflight_s += seconds
-        fraction = 0.0
-        if duration:
-            done = self._fractions.get(row_id, 0.0)
-            fraction = min(seconds / duration, 0.99 - done) if done < 0.99 else 0.0
-            self._fractions[row_id] = done + fraction
+        """A window of a long recording settled: its seconds count as done, and the header's
+        ``duration`` (when it gave one) joins the estimated total."""
         self._seconds[row_id] = self._seconds.get(row_id, 0.0) + seconds
-        elapsed = time.perf_counter() - self._start
-        audio = self._done_audio_s + self._inflight_s
-        self.progress.update(self.task, advance=fraction, audio=f"{audio / 3600:.2f} h",
-                             rtfx=f"{audio / elapsed:.1f}" if elapsed > 0 else "-")
-        self._maybe_log()
+        if duration:
+            self._headers[row_id] = float(duration)
+        self._refresh()
 
     def update(self, row: Any, stats: Any) -> None:
-        """A row finished: the rest of its share of the bar."""
-        self._inflight_s -= self._seconds.pop(row.id, 0.0)
+        """A row finished; ``stats.audio_s`` is the audio of every row finished so far."""
+        self._seconds.pop(row.id, None)
+        self._headers.pop(row.id, None)
         self._done_audio_s = stats.audio_s
         self._errors = stats.errors
-        advance = 1.0 - self._fractions.pop(row.id, 0.0)
-        self.progress.update(self.task, advance=advance, audio=f"{stats.audio_s / 3600:.2f} h",
-                             rtfx=f"{stats.rtfx:.1f}", errors=stats.errors)
-        self._maybe_log()
+        self._rows_done += 1
+        self._refresh()
 
     def line(self) -> str:
         """The progress as one plain line (``--progress log``)."""
-        task, elapsed = self._task, time.perf_counter() - self._start
-        audio = self._done_audio_s + self._inflight_s
-        rows = f"{int(task.completed):,}" + (f"/{task.total:,.0f} rows "
-                                           f"({100 * task.completed / task.total:.1f}%)"
-                                           if task.total else " rows")
+        elapsed = time.perf_counter() - self._start
+        audio, total = self.audio_s(), self.total_audio_s()
+        share = f" ({100 * audio / total:.1f}%)" if total else ""
         rtfx = f"{audio / elapsed:.1f}" if elapsed > 0 else "-"
         eta = self.eta()
-        return (f"transcribe: {rows}, {audio / 3600:.2f} h audio, RTFx {rtfx}, errors "
-                f"{self._errors}, elapsed {_clock(elapsed)}, ETA "
+        return (f"transcribe: {self._audio_text()}{share}, {self._rows_text()}, RTFx {rtfx}, "
+                f"errors {self._errors}, elapsed {_clock(elapsed)}, ETA "
                 f"{_clock(eta) if eta is not None else '-'}")
 
     def _maybe_log(self) -> None:
@@ -150,7 +192,22 @@ class ProgressView:
         self.console.print(self.line(), soft_wrap=True, highlight=False, markup=False)
 
 
-def print_summary(console: Console, stats: Any, out_path: Path) -> None:
+def empty_subtitles_note(files: list[Path], shown: int = 3) -> str | None:
+    """The note for subtitle files written without a cue (recordings without speech), or
+    None: such a file is valid but a player shows nothing, which looks like a failure."""
+    if not files:
+        return None
+    names = ", ".join(f.name for f in files[:shown]) + (
+        f" and {len(files) - shown} more" if len(files) > shown else "")
+    ext = files[0].suffix
+    many = len(files) != 1
+    return (f"note: {len(files)} {ext} file{'s hold' if many else ' holds'} no cue "
+            f"({names}): the recording has no speech (finish_reason=no_speech) or no text; "
+            f"the file is still valid {ext} and a rerun leaves it as it is")
+
+
+def print_summary(console: Console, stats: Any, out_path: Path,
+                  empty_subtitles: list[Path] | None = None) -> None:
     table = Table(title="oasr transcribe")
     table.add_column("rows")
     table.add_column("skipped (done before)")
@@ -176,6 +233,9 @@ def print_summary(console: Console, stats: Any, out_path: Path) -> None:
         console.print(f"note: {reasons['no_speech']} rows hold no speech: digital silence, "
                       "Whisper's no-speech guard or the speech detector (empty text, "
                       "finish_reason=no_speech)")
+    note = empty_subtitles_note(empty_subtitles or [])
+    if note:
+        console.print(note, soft_wrap=True, highlight=False, markup=False)
     for example in stats.error_examples:
         console.print(f"[yellow]error row[/] {example}")
     from oasr import ops

@@ -4,6 +4,11 @@
 ``talk.srt`` -> srt, ...), and a folder or an unknown extension means Parquet. A ``-f`` that
 contradicts the extension is an error rather than a file whose name lies about its contents.
 ``-o -`` streams JSONL to stdout.
+
+``txt`` has two layouts: a file (``-o hyp.txt``) holds every recording, one ``id<TAB>text``
+line each (what ``oasr wer`` reads); a folder (``-o out/ -f txt``) holds whisper's plain text,
+one ``<id>.txt`` per recording (the internal format ``txt-files``), as ``whisper
+--output_format txt --output_dir out`` writes.
 """
 
 from __future__ import annotations
@@ -11,17 +16,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from oasr.io.output_format import TEXT_FILES
 from oasr.io.writer import _EXTENSIONS, FORMATS, OutputError
 
 __all__ = ["STDOUT", "format_of_extension", "infer_format"]
 
 STDOUT = "-"
-_BY_EXTENSION = {ext: fmt for fmt, ext in _EXTENSIONS.items()} | {".ndjson": "jsonl"}
+_BY_EXTENSION = {ext: fmt for fmt, ext in _EXTENSIONS.items() if fmt in FORMATS} | {
+    ".ndjson": "jsonl"}
+
+
+def _is_folder(output: str) -> bool:
+    return output.endswith(("/", os.sep)) or Path(output).is_dir()
 
 
 def format_of_extension(output: str) -> str | None:
     """The format ``output``'s extension names, or None (a folder, or no known extension)."""
-    if output.endswith(("/", os.sep)) or Path(output).is_dir():
+    if _is_folder(output):
         return None
     return _BY_EXTENSION.get(Path(output).suffix.lower())
 
@@ -38,6 +49,8 @@ def infer_format(output: str, fmt: str | None) -> str:
     named = format_of_extension(output)
     if fmt is None:
         return named or "parquet"
+    if fmt == "txt" and _is_folder(output):
+        return TEXT_FILES
     if named is not None and named != fmt:
         suffix = Path(output).suffix
         raise OutputError(

@@ -16,6 +16,7 @@ __all__ = [
     "RECORDING_FORMATS",
     "SUBTITLE_FORMATS",
     "TABLE_FORMATS",
+    "TEXT_FILES",
     "OutputError",
     "OutputRow",
     "fsync_replace",
@@ -24,9 +25,14 @@ __all__ = [
 
 TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
 SUBTITLE_FORMATS = ("srt", "vtt")
-# SubtitleWriter's: one file per recording (json/tsv rendered by oasr.io.transcript_documents).
-RECORDING_FORMATS = SUBTITLE_FORMATS + ("json", "tsv")
-FORMATS = TABLE_FORMATS + RECORDING_FORMATS
+# ``--format txt`` into a folder: whisper's plain text, one ``<id>.txt`` per recording. Not a
+# name users pass: oasr.io.format_choice picks it for ``-f txt`` with a folder ``-o``.
+TEXT_FILES = "txt-files"
+# SubtitleWriter's: one file per recording (json/tsv/text rendered by
+# oasr.io.transcript_documents).
+RECORDING_FORMATS = SUBTITLE_FORMATS + ("json", "tsv", TEXT_FILES)
+# What ``--format`` takes.
+FORMATS = TABLE_FORMATS + SUBTITLE_FORMATS + ("json", "tsv")
 EXTENSIONS = {
     "parquet": ".parquet",
     "jsonl": ".jsonl",
@@ -35,6 +41,7 @@ EXTENSIONS = {
     "vtt": ".vtt",
     "json": ".json",
     "tsv": ".tsv",
+    TEXT_FILES: ".txt",
 }
 
 

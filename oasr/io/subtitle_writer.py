@@ -1,7 +1,10 @@
-"""``--format srt|vtt|json|tsv``: one file per recording, written as rows finish, resumable.
+"""``--format srt|vtt|json|tsv`` (and ``txt`` into a folder): one file per recording, written as
+rows finish, resumable.
 
-json and tsv are Whisper's per-recording layouts (``oasr.io.transcript_documents``); srt and
-vtt are cues built from the word timings. Everything below holds for all four.
+json, tsv and txt are Whisper's per-recording layouts (``oasr.io.transcript_documents``); srt
+and vtt are cues built from the word timings. Everything below holds for all five, except that
+``txt`` is always a folder (one ``.txt`` file holds many recordings as ``id<TAB>text`` lines,
+``oasr.io.writer``).
 
 Where the files go (:func:`subtitle_output_path`): an ``-o`` path ending in the format's own
 extension (``talk.srt`` for srt) is that one file, for exactly one recording; any other path is a
@@ -34,7 +37,10 @@ from typing import Any
 from oasr.io.os_reason import reason
 from oasr.io.output_format import (
     EXTENSIONS,
+    FORMATS,
     RECORDING_FORMATS,
+    SUBTITLE_FORMATS,
+    TEXT_FILES,
     OutputError,
     OutputRow,
     fsync_replace,
@@ -57,7 +63,7 @@ __all__ = [
 
 INDEX_NAME = ".oasr-subtitles.jsonl"
 SUBTITLE_EXTENSIONS = {fmt: EXTENSIONS[fmt] for fmt in RECORDING_FORMATS}
-_FORMAT_OF = {ext: fmt for fmt, ext in EXTENSIONS.items()}
+_FORMAT_OF = {ext: fmt for fmt, ext in EXTENSIONS.items() if fmt in FORMATS}
 _MAX_STEM_BYTES = 160  # file names stop at 255 bytes; leave room for the suffix and extension
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
              *(f"LPT{i}" for i in range(10))}
@@ -74,6 +80,8 @@ def is_single_file(path: str | Path, fmt: str) -> bool:
     """Whether ``path`` names one subtitle file (it ends with ``fmt``'s extension and is not an
     existing folder) rather than a folder of them."""
     path = Path(path)
+    if fmt == TEXT_FILES:  # a single .txt is the id<TAB>text table (oasr.io.writer)
+        return False
     return path.suffix.lower() == _ext(fmt) and not path.is_dir()
 
 
@@ -200,6 +208,9 @@ class SubtitleWriter:
         self._single_id: str | None = None
         self._closed = False
         self._failed: OutputError | None = None  # the write that failed, reported once
+        # srt/vtt files written without a cue (a recording without speech), for a note: the
+        # file is still valid (an empty SRT, a bare WEBVTT header).
+        self.empty_files: list[Path] = []
 
     # -------------------------------------------------------------- the index
 
@@ -318,6 +329,8 @@ class SubtitleWriter:
                 target = self.folder / name
                 _write_whole(target, text)
                 entry["timings"] = timings
+                if timings == "none" and self.fmt in SUBTITLE_FORMATS:
+                    self.empty_files.append(target)
             target = self.index_path
             self._append(entry)
         except OSError as err:

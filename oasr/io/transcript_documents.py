@@ -1,4 +1,5 @@
-"""Whisper's per-recording output layouts, ``--format json`` and ``--format tsv``.
+"""Whisper's per-recording output layouts: ``--format json``, ``--format tsv`` and ``--format txt``
+into a folder.
 
 json is the shape ``whisper``'s CLI writes (and ``faster-whisper`` users parse)::
 
@@ -9,7 +10,8 @@ json is the shape ``whisper``'s CLI writes (and ``faster-whisper`` users parse):
 Times are seconds rounded to milliseconds. A recording within one model window is one segment
 ``[0, duration]``; a long one has the runner's segments, each word placed in the segment it
 starts in. tsv is whisper's too: a ``start<TAB>end<TAB>text`` header, then one segment a line with
-``start``/``end`` in integer milliseconds.
+``start``/``end`` in integer milliseconds. txt (``-f txt`` into a folder) is whisper's plain
+text: each segment's text on a line of its own.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from oasr.io.output_format import TEXT_FILES
+
 # Rows are oasr.io.writer.OutputRow (not imported: the writer imports this module's user).
 OutputRow = Any
 
-__all__ = ["DOCUMENT_RENDERERS", "row_segments", "render_json", "render_tsv"]
+__all__ = ["DOCUMENT_RENDERERS", "render_json", "render_tsv", "render_txt", "row_segments"]
 
 
 def _ms(seconds: Any) -> float:
@@ -81,7 +85,17 @@ def render_tsv(row: OutputRow) -> tuple[str, str]:
     return "\n".join(lines) + "\n", timings
 
 
+def render_txt(row: OutputRow) -> tuple[str, str]:
+    """(the file's text, where the times came from): whisper's ``.txt``, each segment's text
+    on a line of its own; an empty file for a recording without speech."""
+    segments = row_segments(row)
+    text = "".join(" ".join(s["text"].split()) + "\n" for s in segments)
+    timings = "segments" if row.segments else ("text" if segments else "none")
+    return text, timings
+
+
 DOCUMENT_RENDERERS: dict[str, Callable[[OutputRow], tuple[str, str]]] = {
     "json": render_json,
     "tsv": render_tsv,
+    TEXT_FILES: render_txt,
 }

@@ -23,6 +23,7 @@ __all__ = [
     "CatalogEntry",
     "ModelNotInstalledError",
     "catalog_entry",
+    "closest_model_names",
     "find_entry_for_source",
     "multilingual_suggestion",
     "resolve_model_name",
@@ -133,6 +134,14 @@ def catalog_entry(name: str) -> CatalogEntry | None:
         if key == entry.name or key in entry.aliases:
             return entry
     return None
+
+
+def closest_model_names(name: str, limit: int = 3) -> list[str]:
+    """Catalogue names (or aliases) spelled like ``name``, closest first: for "did you mean"."""
+    import difflib
+
+    names = [n for e in CATALOG for n in (e.name, *e.aliases)]
+    return difflib.get_close_matches(name.strip().lower(), names, n=limit, cutoff=0.6)
 
 
 def find_entry_for_source(source: str) -> CatalogEntry | None:

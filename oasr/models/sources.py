@@ -87,8 +87,13 @@ def resolve_source(
             return found
     if _HUB_ID.match(text):
         return _from_hub(text, hub_cache_dir, offline)
+    from oasr.models.catalog import closest_model_names
+
+    close = closest_model_names(text)
+    guess = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
     raise SourceNotFoundError(
-        f"{src!r} is not a folder, not an installed model package and not a Hub id (org/name)"
+        f"{src!r} is not a folder, not an installed model package and not a Hub id (org/name); "
+        f"{guess}`oasr models` lists the model names"
     )
 
 

@@ -30,6 +30,7 @@ from oasr.ops.report import (
     dispatch_summary,
     format_dispatch_line,
     format_gap_report,
+    gap_here,
     gap_report,
     kernel_states,
     record_dispatch,
@@ -39,7 +40,7 @@ __all__ = [
     "CASES", "CUDA", "CUDA_HALF", "DISPATCH_METADATA_KEY", "KERNEL_GAPS", "LIBRARIES",
     "BuildSpec", "Kernel", "KernelBuildError", "KernelGap", "Route", "SignatureMismatch",
     "UndeclaredKernelGap", "backend", "counts_since", "declare_gap", "dispatch_json",
-    "dispatch_summary", "format_dispatch_line", "format_gap_report", "gap_counts", "gap_report",
-    "kernel_states", "record_dispatch", "register_kernel", "registered_kernels", "require_gap",
-    "reset_counts", "route", "set_backend", "snapshot",
+    "dispatch_summary", "format_dispatch_line", "format_gap_report", "gap_counts", "gap_here",
+    "gap_report", "kernel_states", "record_dispatch", "register_kernel", "registered_kernels",
+    "require_gap", "reset_counts", "route", "set_backend", "snapshot",
 ]

@@ -121,8 +121,8 @@ BATCH_NORM = declare_gap(KernelGap(
 ))
 CUDA_TOOLCHAIN = declare_gap(KernelGap(
     id="cuda-toolchain",
-    what="OASR's CUDA kernels cannot be built here: no prebuilt library and nvcc is not found "
-         "(OASR_NVCC, CUDA_HOME, PATH, /usr/local/cuda); their calls run on torch (features, "
-         "attention) or on the CPU (the CTC search)",
+    what="where no prebuilt library is installed and nvcc is not found (OASR_NVCC, CUDA_HOME, "
+         "PATH, /usr/local/cuda), OASR's CUDA kernels cannot be built; their calls run on torch "
+         "(features, attention) or on the CPU (the CTC search)",
     fix="install the CUDA toolkit matching the driver, or set CUDA_HOME (or OASR_NVCC) to it",
 ))

@@ -14,10 +14,10 @@ from typing import Any
 from oasr.ops import counting
 from oasr.ops.build import LIBRARIES
 from oasr.ops.dispatch import backend, registered_kernels, routes
-from oasr.ops.gaps import KERNEL_GAPS
+from oasr.ops.gaps import CUDA_TOOLCHAIN, KERNEL_GAPS
 
 __all__ = ["DISPATCH_METADATA_KEY", "dispatch_json", "dispatch_summary", "format_dispatch_line",
-           "format_gap_report", "gap_report", "kernel_states", "record_dispatch"]
+           "format_gap_report", "gap_here", "gap_report", "kernel_states", "record_dispatch"]
 
 DISPATCH_METADATA_KEY = "oasr.dispatch"
 
@@ -35,6 +35,20 @@ def kernel_states() -> dict[str, str]:
     return out
 
 
+def gap_here(gap_id: str) -> str:
+    """Whether the gap ``gap_id`` holds on this machine: every gap but the toolchain's is a
+    kernel not written yet; the toolchain's depends on finding nvcc."""
+    if gap_id != CUDA_TOOLCHAIN.id:
+        return "applies: no kernel written yet"
+    from oasr.ops.build import KernelBuildError, find_nvcc
+
+    try:
+        nvcc = find_nvcc()
+    except KernelBuildError as exc:
+        return f"applies: {str(exc).split(';')[0]}"
+    return f"does not apply here: nvcc found ({nvcc})"
+
+
 def gap_report(counts: counting.Counts | None = None) -> dict[str, Any]:
     """The report as plain data; ``counts`` defaults to this process's since the last reset."""
     counts = counting.gap_counts() if counts is None else counts
@@ -42,7 +56,8 @@ def gap_report(counts: counting.Counts | None = None) -> dict[str, Any]:
     return {
         "backend": backend(),
         "declared_gaps": [
-            {"id": g.id, "what": g.what, "fix": g.fix, "calls": counts.get(("gap", g.id), 0)}
+            {"id": g.id, "what": g.what, "fix": g.fix, "here": gap_here(g.id),
+             "calls": counts.get(("gap", g.id), 0)}
             for g in sorted(KERNEL_GAPS.values(), key=lambda g: g.id)
         ],
         "kernels": [
@@ -59,7 +74,8 @@ def format_gap_report(counts: counting.Counts | None = None) -> str:
     report = gap_report(counts)
     lines = [f"backend: {report['backend']}", "declared kernel gaps:"]
     for g in report["declared_gaps"]:
-        lines.append(f"  {g['id']}: {g['what']} -> fix: {g['fix']} (calls: {g['calls']})")
+        lines.append(f"  {g['id']}: {g['what']} -> fix: {g['fix']} ({g['here']}; calls: "
+                     f"{g['calls']})")
     if not report["declared_gaps"]:
         lines.append("  none")
     lines.append("registered kernels:")

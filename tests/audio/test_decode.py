@@ -346,8 +346,21 @@ def test_truncated_flac_bytes() -> None:
 
 
 def test_random_bytes() -> None:
-    _raises_naming(np.random.default_rng(0).bytes(5000), "not a readable audio file")
-    _raises_naming(b"<html><body>404 Not Found</body></html>" * 20, "not a readable audio file")
+    err = _raises_naming(np.random.default_rng(0).bytes(5000), "not a readable audio file")
+    assert "possibly a pipe" not in str(err)
+    _raises_naming(b"<html><body>404 Not Found</body></html>" * 20,
+                   "holds text, not audio \\(it begins '<html><body>404 Not Found</body>")
+
+
+def test_a_text_file_named_as_audio_is_called_text_not_a_pipe(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.mp3"
+    notes.write_text("1688-142285-0000\tthere's iron they say in all our blood\n" * 50,
+                     encoding="utf-8")
+    err = _raises_naming(notes, "holds text, not audio \\(it begins .1688-142285-0000")
+    assert "pipe" not in str(err) and "manifest" in str(err)
+    utf8 = tmp_path / "utf8.wav"
+    utf8.write_text("é" * 3000, encoding="utf-8")  # the 4 KiB head cuts a character in two
+    _raises_naming(utf8, "holds text, not audio")
 
 
 def test_empty_inputs(tmp_path: Path) -> None:

@@ -94,7 +94,11 @@ def test_ours_at_each_batch_size(setup, tmp_path: Path) -> None:
     assert sorted(rows) == [1, 2]
     for row in rows.values():
         _check_row(row, 3, audio_s)
-    assert "RTFx" in res.output and "ours" in res.output
+    assert "RTFx" in res.output and "│ oasr " in res.output  # the table names us
+    load = payload["machine_load"]
+    for when in ("start", "end"):
+        assert load[when]["cpu_count"] >= 1 and 1 <= load[when]["cpus_usable"] <= 4096
+        assert len(load[when]["loadavg"]) == 3 and all(x >= 0 for x in load[when]["loadavg"])
 
 
 def test_repeat_minutes_runs_whole_passes(setup, tmp_path: Path) -> None:
@@ -201,3 +205,38 @@ def test_compare_faster_whisper_on_the_same_tiny_en_weights(tmp_path: Path) -> N
                                           for r in peer.values())
     if importlib.util.find_spec("matplotlib") is not None:
         assert plot.stat().st_size > 10_000
+
+
+def test_the_plot_names_our_series_by_the_program(monkeypatch, tmp_path: Path) -> None:
+    """The plot's legend and speed-up notes call our series "oasr" (matplotlib is stood in for
+    by a recorder: the test needs the labels, not the pixels)."""
+    import sys
+    import types
+    from types import SimpleNamespace
+
+    from oasr.cli import bench
+
+    calls: list[tuple[str, dict]] = []
+
+    class Axes:
+        def __getattr__(self, name):
+            return lambda *a, **kw: calls.append((name, {"args": a, **kw}))
+
+    fig = SimpleNamespace(suptitle=lambda *a: None, savefig=lambda *a, **kw: None)
+    pyplot = types.ModuleType("matplotlib.pyplot")
+    pyplot.subplots = lambda *a, **kw: (fig, (Axes(), Axes()))
+    pyplot.close = lambda f: None
+    matplotlib = types.ModuleType("matplotlib")
+    matplotlib.use = lambda backend: None
+    matplotlib.pyplot = pyplot
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+    results = [SimpleNamespace(system=s, batch_size=1, rtfx=r, latency_p50_ms=10.0)
+               for s, r in (("ours", 30.0), ("faster-whisper", 20.0))]
+    payload = {"systems": ["ours", "faster-whisper"], "batch_sizes": [1], "model": "m",
+               "device_name": "cpu", "dtype": "float32", "repeats": 1}
+    bench._plot(results, tmp_path / "p.png", payload)
+    labels = {kw["label"] for name, kw in calls if name == "errorbar"}
+    assert labels == {"oasr", "faster-whisper"}
+    notes = [kw["args"][0] for name, kw in calls if name == "annotate"]
+    assert notes == ["oasr 1.50x vs faster-whisper"]

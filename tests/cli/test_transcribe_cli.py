@@ -69,7 +69,7 @@ def test_error_rows_keep_exit_0_unless_fail_on_error(bundle, clips, tmp_path):
     assert result.exit_code == 0, result.output
     rows = {r["id"]: r for r in rows_of(tmp_path / "a.parquet")}
     assert rows["good"]["error"] is None and rows["good"]["text"]
-    assert "not a readable audio file" in rows["junk"]["error"]
+    assert "holds text, not audio" in rows["junk"]["error"]
     assert "junk" in flat(result.output)  # the summary lists the error row
 
     result = transcribe(bundle, manifest, "-o", tmp_path / "b.parquet", "--fail-on-error")

@@ -62,6 +62,22 @@ def test_json_and_tsv_one_file_per_recording(bundle, tmp_path):
     assert lines[0] == "start\tend\ttext" and len(lines) == 2
 
 
+def test_txt_into_a_folder_is_whispers_plain_text_per_recording_and_resumes(bundle, tmp_path):
+    out = tmp_path / "text"
+    res = run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", f"{out}/", "-f", "txt")
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.glob("*.txt")) == sorted(f"{c}.txt" for c in SHORT)
+    jsonl = tmp_path / "rows.jsonl"
+    assert run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", jsonl).exit_code == 0
+    for row in map(json.loads, jsonl.read_text().splitlines()):
+        # whisper's .txt: the text alone (a short recording is one segment, one line), no id
+        assert (out / f"{row['id']}.txt").read_text(encoding="utf-8") == row["text"].strip() + "\n"
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.txt")}
+    res = run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", f"{out}/", "-f", "txt")
+    assert res.exit_code == 0, res.output
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.txt")} == before  # resumed: done
+
+
 def test_txt_is_read_back_by_wer(bundle, tmp_path):
     out = tmp_path / "o.txt"
     assert run(bundle, clip(SHORT[0]), clip(SHORT[1]), "-o", out).exit_code == 0
@@ -178,3 +194,20 @@ def test_overwrite_replaces_our_own_output_and_resume_adds_to_it(bundle, tmp_pat
     res = run(bundle, clip(SHORT[1]), "-o", out, "--overwrite")
     assert res.exit_code == 0, res.output
     assert [line.split("\t")[0] for line in out.read_text().splitlines()] == [SHORT[1]]
+
+
+def test_a_silent_recording_writes_a_valid_empty_srt_with_a_note(bundle, tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    silent = tmp_path / "quiet.wav"
+    sf.write(silent, np.zeros(3 * 16000, dtype="float32"), 16000)
+    out = tmp_path / "quiet.srt"
+    res = run(bundle, silent, "-o", out)
+    assert res.exit_code == 0, res.output
+    assert out.read_text(encoding="utf-8") == ""  # an SRT of no cues: valid, nothing shown
+    said = " ".join(res.output.split())
+    assert "note: 1 .srt file holds no cue (quiet.srt): the recording has no speech" in said
+    res = run(bundle, clip(SHORT[0]), "-o", tmp_path / "speech.srt")
+    assert res.exit_code == 0, res.output
+    assert "no cue" not in res.output and (tmp_path / "speech.srt").read_text().strip()

@@ -115,7 +115,7 @@ def test_ray_rows_equal_the_cli_and_a_rerun_skips_done_ids(ray_cluster, bundle, 
     assert len(got) == len(rows) == len({r["id"] for r in got})  # every id once
     assert_same_rows(got, expect)
     broken = by_id(got)["broken"]["error"]
-    assert broken.startswith(f"{head} id broken: ") and "not a readable audio file" in broken
+    assert broken.startswith(f"{head} id broken: ") and "holds text, not audio" in broken
 
 
 def test_transcriber_maps_batches_like_the_runner(bundle, manifest):

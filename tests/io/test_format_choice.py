@@ -29,3 +29,12 @@ def test_contradiction_is_an_error():
         infer_format("-", "srt")
     with pytest.raises(OutputError, match="unknown output format"):
         infer_format("o.jsonl", "csv")
+
+
+def test_txt_into_a_folder_is_one_plain_text_file_per_recording(tmp_path):
+    assert infer_format(str(tmp_path), "txt") == "txt-files"
+    assert infer_format("out/", "txt") == "txt-files"
+    assert infer_format("hyp.txt", "txt") == infer_format("hyp.txt", None) == "txt"
+    assert infer_format(str(tmp_path), None) == "parquet"
+    with pytest.raises(OutputError, match="unknown output format"):
+        infer_format("o.txt", "txt-files")  # the folder layout is chosen, never named

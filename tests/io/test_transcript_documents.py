@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from oasr.io.transcript_documents import render_json, render_tsv
+from oasr.io.transcript_documents import render_json, render_tsv, render_txt
 from oasr.io.writer import OutputRow
 
 WORDS = [{"word": "hello", "start": 0.5, "end": 0.9, "confidence": 0.91234},
@@ -38,3 +38,26 @@ def test_tsv_is_start_end_in_milliseconds_and_text():
     assert text.splitlines() == ["start\tend\ttext", "0\t29500\thello", "30000\t32000\tworld"]
     assert timings == "segments"
     assert render_tsv(OutputRow(id="c", text="", duration=1.0))[0] == "start\tend\ttext\n"
+
+
+def test_txt_is_whispers_plain_text_one_segment_a_line():
+    assert render_txt(_long()) == ("hello\nworld\n", "segments")
+    short = OutputRow(id="b", text=" just  this ", duration=2.0)
+    assert render_txt(short) == ("just this\n", "text")
+    assert render_txt(OutputRow(id="s", text="", duration=3.0)) == ("", "none")
+
+
+def test_a_txt_folder_writes_each_recording_and_a_txt_file_keeps_the_id_table(tmp_path):
+    from oasr.io.writer import open_writer
+
+    with open_writer(tmp_path / "folder", "txt-files", {"m": "1"}) as w:
+        w.write(OutputRow(id="a/1", text="hello there", duration=1.0))
+        w.write(OutputRow(id="b", text=None, error="unreadable"))
+        assert w.done_ids() == {"a/1", "b"}
+    names = sorted(p.name for p in (tmp_path / "folder").iterdir())
+    assert names == [".oasr-subtitles.jsonl", "a_1-" + names[1][4:]]
+    assert (tmp_path / "folder" / names[1]).read_text() == "hello there\n"
+    with open_writer(tmp_path / "hyp.txt", "txt", {"m": "1"}, rows=2) as w:
+        w.write(OutputRow(id="a", text="one"))
+        w.write(OutputRow(id="b", text="two"))
+    assert (tmp_path / "hyp.txt").read_text() == "a\tone\nb\ttwo\n"

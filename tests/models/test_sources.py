@@ -153,3 +153,29 @@ def test_hub_id_with_explicit_cache_and_offline(tmp_path):
     snap = _hub_cache(tmp_path / "hub", "acme/whisper-mini", {"config.json": "{}"})
     got = resolve_source("acme/whisper-mini", hub_cache_dir=tmp_path / "hub", offline=True)
     assert got.resolve() == snap.resolve()
+
+
+def test_a_misspelled_model_name_gets_did_you_mean_and_the_listing_command(tmp_path):
+    with pytest.raises(SourceNotFoundError) as err:
+        resolve_source("whisper-tyni", cache_dir=tmp_path)
+    message = str(err.value)
+    assert "did you mean 'whisper-tiny'" in message
+    assert message.endswith("`oasr models` lists the model names")
+    with pytest.raises(SourceNotFoundError) as err:
+        resolve_source("zzqqxx", cache_dir=tmp_path)
+    assert "did you mean" not in str(err.value) and "`oasr models`" in str(err.value)
+
+
+def test_oasr_transcribe_with_a_misspelled_model_says_did_you_mean(tmp_path):
+    import numpy as np
+    import soundfile as sf
+    from typer.testing import CliRunner
+
+    from oasr.cli.app import app
+
+    audio = tmp_path / "a.wav"
+    sf.write(audio, np.zeros(1600, dtype="float32"), 16000)
+    res = CliRunner().invoke(app, ["transcribe", str(audio), "-m", "tiny.enn",
+                                   "-o", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 2, res.output
+    assert "did you mean 'tiny.en'" in res.output and "oasr models" in res.output

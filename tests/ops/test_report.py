@@ -50,3 +50,31 @@ def test_gap_report_lists_gaps_kernels_and_their_state(monkeypatch):
     assert "test_op (tests): gap:cuda-toolchain" in text
     assert "gap            gemm: 30" in text
     assert "calls: 30" in text
+
+
+def test_the_toolchain_gap_says_whether_it_holds_here(monkeypatch, tmp_path):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("OASR_NVCC", str(nvcc))
+    assert ops.gap_here("cuda-toolchain") == f"does not apply here: nvcc found ({nvcc})"
+    monkeypatch.setenv("OASR_NVCC", "off")
+    assert ops.gap_here("cuda-toolchain") == (
+        "applies: kernel builds are disabled (OASR_NVCC=off)")
+    assert ops.gap_here("gemm") == "applies: no kernel written yet"
+
+
+def test_oasr_gaps_never_says_nvcc_is_both_missing_and_found(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from oasr.cli.app import app
+
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("OASR_NVCC", str(nvcc))
+    res = CliRunner().invoke(app, ["gaps", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    toolchain = next(g for g in report["declared_gaps"] if g["id"] == "cuda-toolchain")
+    assert toolchain["here"].startswith("does not apply here: nvcc found")
+    states = report["compiled_modules"].values()
+    assert states and not any("not buildable here" in s for s in states)

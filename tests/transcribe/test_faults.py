@@ -154,7 +154,7 @@ def test_corrupt_rows_are_error_rows_naming_the_row_and_the_problem(bundle, clip
     for good in ("good-a", "good-b", "good-c"):
         assert rows[good]["error"] is None and rows[good]["text"], rows[good]
     want = {"empty-bytes": "the audio is empty (0 bytes in the manifest)",
-            "junk-bytes": "not a readable audio file", "junk": "not a readable audio file",
+            "junk-bytes": "holds text, not audio", "junk": "holds text, not audio",
             "truncated": "truncated or corrupt", "zero-bytes": "is empty (0 bytes)"}
     for row_id, problem in want.items():
         message = rows[row_id]["error"]

@@ -64,7 +64,7 @@ def test_bad_rows_become_error_rows_while_good_rows_are_transcribed(tiny_engine,
         "truncated-late": (truncated_late, r"truncated or corrupt: decoding failed after 2\d\."),
         "empty": (write_wav(tmp_path / "empty.wav", np.zeros(0, np.float32)), "0 samples"),
         "nan": (nan, "NaN"),
-        "junk": (junk, "not a readable audio file"),
+        "junk": (junk, "holds text, not audio"),
         "null-audio": (None, "no audio"),
     }
     entries = [{"id": "good-0", "audio": str(good[0])}]
