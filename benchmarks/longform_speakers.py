@@ -41,7 +41,8 @@ Usage (one arm at a time on a busy machine; results are merged into ``--out``):
         --recordings tune_a,tune_b --arms oasr,oasr_vad,transformers [--threads 1] \
         [--set oasr.coverage=energy] [--label NAME]
 
-``--set GROUP.NAME=VALUE`` overrides a run option (``oasr.vad_min_silence_ms=300``) or, with
+``--set GROUP.NAME=VALUE`` overrides a run option (``oasr.vad_min_silence_ms=300``), a coverage
+rule (``rules.max_word_s=1.0``, ``oasr.transcribe.coverage.CoverageRules``) or, with
 ``const.MODULE:NAME=VALUE``, a module constant of the long-form path (tuning only); the arm is
 recorded under ``--label`` (default: the arm's name).
 """
@@ -178,6 +179,13 @@ def _apply_constants(sets: dict[str, str]) -> None:
                 else value)
 
 
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def ours(path: Path, arm: str, threads: int, sets: dict[str, str]) -> dict[str, Any]:
     """``oasr transcribe PATH`` as the CLI sets it up (the session), in this process."""
     from oasr.io import OutputWriter
@@ -192,10 +200,12 @@ def ours(path: Path, arm: str, threads: int, sets: dict[str, str]) -> dict[str, 
         flat["vad"] = "silero"
     for key, value in sets.items():
         if key.startswith("oasr."):
-            flat[key[len("oasr."):]] = json.loads(value) if value[:1] in "0123456789-[{tfn" \
-                else value
+            flat[key[len("oasr."):]] = _value(value)
     session = TranscriptionSession(RunOptions.from_flat(**flat))
     options = session.transcribe_options([str(path)])
+    rules = {k[len("rules."):]: float(v) for k, v in sets.items() if k.startswith("rules.")}
+    if rules and options.coverage is not None:
+        options.coverage = options.coverage.with_rules(**rules)
     transcriber = session.transcriber(options)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.jsonl"
