@@ -20,8 +20,12 @@ strictly increasing and never overlap: the words are. Without word timings a pie
 model's segments where it decoded timestamps and otherwise one segment over its audio (a short
 clip: the whole clip), each end pulled back to the next start.
 
-Words: every piece's, in time order; a word shorter than ``MIN_WORD_S`` is widened into the
-pauses on either side, as far as they reach (never over a neighbour).
+Words: every piece's, in time order. Where Whisper decoded segments, a segment's first word
+that lies ``STRAY_GAP_S`` before the segment's second word while touching the previous word
+(the aligner put it at the end of the previous utterance) shares the second word's span, in
+proportion to their characters; likewise a last word put at the start of the next utterance.
+A word shorter than ``MIN_WORD_S`` is widened into the pauses on either side, as far as they
+reach (never over a neighbour).
 
 Text: a single piece's text as decoded; several pieces' segment texts joined as the script
 writes them (:func:`oasr.io.subtitles.join_words`).
@@ -42,6 +46,10 @@ SEGMENT_PAUSE_S = 1.0
 MAX_SEGMENT_S = 12.0
 MIN_SENTENCE_S = 1.0
 MIN_WORD_S = 0.1
+# A Whisper segment's first (last) word this far from the rest of its segment while touching
+# the previous (next) segment's words was timed onto the wrong utterance.
+STRAY_GAP_S = 1.0
+_TOUCH_S = 0.02
 
 
 @dataclass
@@ -110,6 +118,46 @@ def _model_breaks(text: str, segments: list[dict[str, Any]]) -> list[int]:
             breaks.append(at)
         pos = at + len(piece)
     return breaks
+
+
+def _share(words: list[dict[str, Any]], first: int, span: dict[str, Any]) -> None:
+    """Words ``first`` and ``first + 1`` share ``span`` (one of theirs), in proportion to
+    their characters."""
+    a, b = words[first], words[first + 1]
+    start, end = span["start"], span["end"]
+    cut = round(start + (end - start) * len(a["word"]) / (len(a["word"]) + len(b["word"])), 3)
+    a["start"], a["end"], b["start"], b["end"] = start, cut, cut, end
+
+
+def _restore_strays(piece: Piece) -> Piece:
+    """Whisper's segments whose first word the aligner put at the end of the previous
+    utterance (touching its last word, ``STRAY_GAP_S`` before the segment's second word), or
+    whose last word at the start of the next: that word shares its neighbour's span."""
+    words = piece.words
+    if not words or not piece.model_segments:
+        return piece
+    offsets = _offsets(piece.text, words)
+    if offsets is None:
+        return piece
+    breaks = _model_breaks(piece.text, piece.model_segments)
+    runs: list[list[int]] = [[0]]
+    for i in range(1, len(words)):
+        if any(offsets[i - 1][1] <= b <= offsets[i][0] for b in breaks):
+            runs.append([i])
+        else:
+            runs[-1].append(i)
+    out = [dict(w) for w in words]
+    for run in runs:
+        if len(run) < 2:
+            continue
+        a, z = run[0], run[-1]
+        if (a > 0 and out[a + 1]["start"] - out[a]["end"] >= STRAY_GAP_S
+                and out[a]["start"] - out[a - 1]["end"] <= _TOUCH_S):
+            _share(out, a, dict(out[a + 1]))
+        if (z + 1 < len(out) and out[z]["start"] - out[z - 1]["end"] >= STRAY_GAP_S
+                and out[z + 1]["start"] - out[z]["end"] <= _TOUCH_S):
+            _share(out, z - 1, dict(out[z - 1]))
+    return replace(piece, words=out)
 
 
 def _split_long(words: list[dict[str, Any]], run: list[int]) -> list[list[int]]:
@@ -205,7 +253,8 @@ def assemble(pieces: list[Piece], previous_end: float = 0.0
     increasing from ``previous_end`` on (where an earlier group of the same recording ended);
     words None when no piece is timed."""
     timed = any(p.words is not None for p in pieces)
-    pieces = _interleave(pieces) if timed else sorted(pieces, key=lambda p: p.start)
+    pieces = ([_restore_strays(p) for p in _interleave(pieces)] if timed
+              else sorted(pieces, key=lambda p: p.start))
     words = (floor_word_lengths(_disjoint([w for p in pieces for w in p.words or []]),
                                 min(p.start for p in pieces), max(p.end for p in pieces))
              if timed and pieces else None)

@@ -87,3 +87,24 @@ def test_short_words_are_widened_into_the_pauses_only():
     # Packed on both sides, a word stays as it was.
     packed = _words([("a", 1.0, 1.5), ("b", 1.5, 1.52), ("c", 1.52, 2.0)])
     assert floor_word_lengths(packed) == packed
+
+
+def test_a_first_word_timed_onto_the_previous_utterance_moves_to_its_own():
+    # "His" starts segment 2, touches "toast." and lies 1.4 s before "statement": the aligner
+    # squeezed the end of the previous utterance. It shares "statement"'s span instead.
+    words = _words([("dry", 211.9, 211.927), ("toast.", 211.927, 212.0), ("His", 212.0, 212.74),
+                    ("statement", 214.13, 214.82), ("of", 214.82, 215.12)])
+    piece = Piece(200.0, 220.0, "dry toast. His statement of", words,
+                  model_segments=[{"start": 200.0, "end": 212.0, "text": " dry toast."},
+                                  {"start": 212.0, "end": 220.0, "text": " His statement of"}])
+    _, segments, fixed = assemble([piece])
+    his, statement = fixed[2], fixed[3]
+    assert his["start"] == 214.13 and his["end"] == statement["start"]
+    assert statement["end"] == 214.82
+    assert [s["text"] for s in segments] == ["dry toast.", "His statement of"]
+    assert segments[1]["start"] == 214.13
+    # A word really followed by a pause (not touching the one before it) stays.
+    words[2] = {**words[2], "start": 212.3}
+    _, _, kept = assemble([Piece(200.0, 220.0, piece.text, words,
+                                 model_segments=piece.model_segments)])
+    assert kept[2]["start"] == 212.3
