@@ -2,16 +2,21 @@
 
 Per row, the detector reads the whole recording and the shared segmenter turns its
 probabilities into speech segments (``PRESEGMENT``: split at pauses of at least 160 ms, padded by
-up to 400 ms, none longer than the model's window). Then:
+up to 400 ms, none longer than the chunk limit) and unpadded speech (what coverage is measured
+against). Then:
 
 - a row with no speech is not decoded: empty text, ``finish_reason="no_speech"``;
 - a row no longer than the model's window, with speech, is decoded whole, as without a VAD;
-- a longer row is cut into chunks: consecutive segments are merged while the span from the
-  chunk's first start to its last end fits the window (as faster-whisper's batched pipeline and
-  WhisperX do), and every chunk of the recording goes to the engine at once, so the chunks of
-  one recording batch together. Chunks are decoded without timestamps; each becomes one entry
-  of ``segments``, its word times shifted onto the recording's clock. The audio between chunks
-  (silence by the detector's judgement) is never decoded.
+- a longer row is cut into chunks (:mod:`oasr.transcribe.vad_chunks`): consecutive segments
+  merged while a chunk spans at most ``CHUNK_S`` (and the window) less the overlap read at a
+  join inside speech, every chunk of the recording sent to the engine at once, so the chunks of
+  one recording batch together. Chunks are decoded in timestamp mode where the family has it
+  (``CHUNK_TIMESTAMPS``; its segments then cut the phrases), each with the initial prompt only. The audio between chunks (silence by the detector's judgement) is never decoded.
+
+Every chunk's words are then checked against the detected speech (``options.coverage``): a
+stretch no word covers is decoded again on its own (:mod:`oasr.transcribe.repair`), and the
+row's text, phrase segments and words are assembled from the chunks and repairs in time order
+(:mod:`oasr.transcribe.segments`).
 
 Rows are read and detected in groups (``DETECT_BATCH`` rows, at most ``DETECT_BATCH_S`` seconds
 of audio), one padded detector call a group. Each recording is held whole in memory (16 kHz
@@ -51,6 +56,9 @@ SPEECH_SECONDS_KEPT = 1024
 PRESEGMENT = SegmenterConfig(min_speech_ms=250.0, min_silence_ms=160.0, speech_pad_ms=400.0)
 # The longest chunk decoded (with the overlap at joins; at most the model's window).
 CHUNK_S = 30.0
+# Chunks decode in Whisper's timestamp mode where the family has it: without timestamps
+# tiny.en ends some 25-30 s chunks after a sentence or two (docs/decoding.md, "Long recordings").
+CHUNK_TIMESTAMPS = True
 
 __all__ = ["CHUNK_S", "PRESEGMENT", "RecordingSegmenter", "VadRecording", "VadTranscriber",
            "build_recording_segmenter", "merge_into_chunks"]
@@ -240,8 +248,9 @@ class VadTranscriber(Transcriber):
             piece = audio[int(round(chunk.start * self.sr)):int(round(chunk.end * self.sr))]
             # A request refused at admission comes back from the engine as an error output.
             self._queue.append(Request(f"{row.id}\x1fv{i}", piece, replace(
-                decoding, max_new_tokens=decoding.max_new_tokens or generation_cap(
-                    len(piece) / self.sr)), metadata={"row": row.id, "window": i}))
+                decoding, timestamps=long and self.resumes and CHUNK_TIMESTAMPS,
+                max_new_tokens=decoding.max_new_tokens or generation_cap(len(piece) / self.sr)),
+                metadata={"row": row.id, "window": i}))
 
     def _fail_vad(self, state: _VadRow, message: str) -> None:
         self.vad_rows.pop(state.row.id, None)
@@ -288,7 +297,11 @@ class VadTranscriber(Transcriber):
             words = [{"word": w.word, "start": round(start + w.start, 3),
                       "end": round(min(start + w.end, end), 3), "confidence": w.confidence}
                      for w in out.words or []]
-            piece = Piece(start, end, out.text, words if timed else None, source=out,
+            model = None
+            if out.segments is not None:  # timestamp mode: the settled segments only
+                model = [{"start": start + a, "end": end if b is None else min(start + b, end),
+                          "text": text} for a, b, text in out.segments]
+            piece = Piece(start, end, out.text, words if timed else None, model, source=out,
                           kind="chunk")
             state.pieces.append(trim_piece(piece, shift + chunk.keep_from,
                                            shift + chunk.keep_to))
