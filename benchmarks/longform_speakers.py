@@ -361,6 +361,12 @@ def evaluate(result: dict, utts: list[dict]) -> dict[str, Any]:
             out[f"both_within_{tol:g}s"] = round(report.within(tol), 4)
         out["median_start_error_s"] = report.median("start")
         out["median_end_error_s"] = report.median("end")
+        out["edge_misses"] = [
+            {"id": u.id, "start_error_s": None if u.start is None
+             else round(u.start - u.true_start, 3), "end_error_s": None if u.end is None
+             else round(u.end - u.true_end, 3), "first_word": u.first_word,
+             "last_word": u.last_word}
+            for u in report.utterances if u.start_error > 0.2 or u.end_error > 0.2]
     return out
 
 
@@ -413,6 +419,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "oasr-longform")
     ap.add_argument("--gating", action="store_true", help="also silence / noise / tones")
+    ap.add_argument("--words", type=Path, default=None,
+                    help="also write each arm's words here (JSON, by recording and label)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     sets = dict(s.split("=", 1) for s in args.set)
@@ -435,10 +443,15 @@ def main() -> None:
         for arm in arms:
             res = run_arm(arm, path, args.threads, sets)
             label = args.label or arm
+            if args.words:
+                kept = json.loads(args.words.read_text()) if args.words.exists() else {}
+                kept.setdefault(name, {})[label] = {"words": res["words"],
+                                                    "segments": res["segments"]}
+                args.words.write_text(json.dumps(kept))
             rec[label] = {**evaluate(res, utts), "settings": {} if arm.startswith("transformers")
                           else sets, "measured": time.strftime("%Y-%m-%d"), "text": res["text"]}
             brief = {k: v for k, v in rec[label].items()
-                     if k not in ("text", "dropped_ids", "dropped_detail")}
+                     if k not in ("text", "dropped_ids", "dropped_detail", "edge_misses")}
             print(name, label, json.dumps(brief), flush=True)
             args.out.write_text(json.dumps(doc, indent=1) + "\n")
     if args.gating:
