@@ -11,7 +11,10 @@ gets empty text with ``finish_reason="no_speech"`` (:mod:`oasr.transcribe.rows`)
 prompt (``initial_prompt``, a row's ``prompt`` column) goes before the first window;
 ``condition_on_previous_text`` prompts each later window with the tokens settled before it,
 which the sequential windows of a recording allow. Each window's generation is capped by its
-length (:mod:`oasr.transcribe.generation_limits`).
+length (:mod:`oasr.transcribe.generation_limits`). With ``options.coverage`` each window's
+speech is checked against its words and what no word covers is decoded again
+(:mod:`oasr.transcribe.recording`, :mod:`oasr.transcribe.repair`); a row's segments are phrases
+of its words (:mod:`oasr.transcribe.segments`), the windows being bookkeeping.
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
 transcriber is its request source, yielding the next window of any row in flight, or starting a
