@@ -242,8 +242,7 @@ class Transcriber:
     def _start(self, row: ManifestRow) -> None:
         if row.error:
             # Name the manifest line, as decode errors do, unless the reader already did.
-            message = (row.error if row.error.startswith(row.source)
-                       else f"{row.source}: {row.error}")
+            message = row.located(row.error)
             self.ready.append((error_row(row, message), row.text))
             return
         chunks = self._prefetch.take(row) if self._prefetch is not None else None
@@ -297,7 +296,7 @@ class Transcriber:
                 audio = state.reader.window(seek, self.window)
                 more = state.reader.has_more(seek + len(audio))
             except AudioDecodeError as exc:
-                self._fail(state, f"{row.source}: {exc}")
+                self._fail(state, row.located(str(exc)))
                 return
             if not len(audio):
                 if seek == 0:
@@ -338,7 +337,7 @@ class Transcriber:
         if state is None:
             return
         if out.error:
-            self._fail(state, f"{state.row.source}: {out.error}")
+            self._fail(state, state.row.located(out.error))
             return
         if "repair" in out.metadata:
             self._accept_repair(state, out)
