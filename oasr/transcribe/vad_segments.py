@@ -11,7 +11,8 @@ against). Then:
   merged while a chunk spans at most ``CHUNK_S`` (and the window) less the overlap read at a
   join inside speech, every chunk of the recording sent to the engine at once, so the chunks of
   one recording batch together. Chunks are decoded in timestamp mode where the family has it
-  (``CHUNK_TIMESTAMPS``; its segments then cut the phrases), each with the initial prompt only. The audio between chunks (silence by the detector's judgement) is never decoded.
+  (``CHUNK_TIMESTAMPS``; its segments then cut the phrases), each with the initial prompt
+  only. The audio between chunks (silence by the detector's judgement) is never decoded.
 
 Every chunk's words are then checked against the detected speech (``options.coverage``): a
 stretch no word covers is decoded again on its own (:mod:`oasr.transcribe.repair`), and the
