@@ -66,10 +66,12 @@ class TranscriptionInfo:
 
 @dataclass
 class Transcript:
-    """One recording's result. ``segments`` always tile the text (a recording shorter than the
-    model's window is one segment); ``words`` is empty when word timings are off. ``index`` is
-    the recording's position in the ``transcribe_batch`` input; ``error`` is None when fine;
-    ``token_ids`` the decoded tokens (to check a conversion against upstream)."""
+    """One recording's result. ``segments`` always tile the text (phrase segments from the
+    words, strictly increasing; without word timings a recording shorter than the model's
+    window is one segment); ``words`` is empty when word timings are off. ``index`` is the
+    recording's position in the ``transcribe_batch`` input; ``error`` is None when fine;
+    ``token_ids`` the decoded tokens (to check a conversion against upstream); ``coverage``
+    the detected speech seconds covered by words over those detected (None: not measured)."""
 
     text: str
     segments: list[Segment]
@@ -83,6 +85,7 @@ class Transcript:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
+    coverage: float | None = None
 
 
 def words_from_dicts(words: list[dict[str, Any]] | None) -> list[Word]:
@@ -102,4 +105,4 @@ def transcript_from_row(out: OutputRow, index: int, source: str) -> Transcript:
                       language=out.language, duration=duration, confidence=out.confidence,
                       finish_reason=out.finish_reason, source=source, index=index,
                       error=out.error, warnings=list(out.warnings),
-                      token_ids=list(out.token_ids or []))
+                      token_ids=list(out.token_ids or []), coverage=out.coverage)

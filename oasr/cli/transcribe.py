@@ -61,10 +61,20 @@ def transcribe_command(
              "word timings, json (whisper's: text, segments with words), tsv (start, end in ms, "
              "text). Default: from -o's extension, else parquet; a contradiction is an error."),
     max_cue_chars: int = typer.Option(
-        42, help="srt/vtt: characters per subtitle line (two lines a cue)."),
+        42, "--max-line-width", "--max-cue-chars",
+        help="srt/vtt: characters per subtitle line (whisper's --max_line_width)."),
+    max_line_count: int = typer.Option(
+        2, "--max-line-count", help="srt/vtt: lines per cue (whisper's --max_line_count)."),
     max_cue_seconds: float = typer.Option(7.0, help="srt/vtt: longest cue, in seconds."),
+    min_cue_seconds: float = typer.Option(
+        0.8, help="srt/vtt: a shorter cue is lengthened into the pauses beside it (never over "
+                  "a neighbour)."),
     cue_gap: float = typer.Option(
         0.6, help="srt/vtt: a pause at least this long (seconds) starts a new cue."),
+    highlight_words: bool = typer.Option(
+        False, "--highlight-words",
+        help="srt/vtt: show each cue once per word, the word spoken underlined (whisper's "
+             "--highlight_words)."),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
     dtype: str = typer.Option("auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16."),
     batch_size: int | None = typer.Option(
@@ -185,6 +195,11 @@ def transcribe_command(
         None, help="--vad: audio kept on each side of a speech segment (default 400)."),
     vad_max_segment_s: float | None = typer.Option(
         None, help="--vad: longer speech is split (default and most: the model's window)."),
+    coverage_vad: str = typer.Option(
+        "auto", help="What measures each row's coverage (detected speech seconds with "
+                     "transcribed words / detected speech seconds; uncovered stretches are "
+                     "decoded again): auto (the --vad detector, else silero where installed, "
+                     "else energy), silero, energy or none (no check)."),
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row.
 
@@ -205,8 +220,11 @@ class CliRun:
     output: str
     fmt: str | None = None
     max_cue_chars: int = 42
+    max_line_count: int = 2
     max_cue_seconds: float = 7.0
+    min_cue_seconds: float = 0.8
     cue_gap: float = 0.6
+    highlight_words: bool = False
     id_column: str | None = None
     audio_column: str | None = None
     text_column: str | None = None
@@ -414,8 +432,10 @@ def _plan_output(cli: CliRun, shard: tuple[int, int] | None, stdout: bool = Fals
         check_output_rows(out_path, cli.fmt, total)
     return _OutputPlan(
         out_path=out_path, total=total, stdout=stdout, shard=shard,
-        cue_options=CueOptions(max_chars=cli.max_cue_chars,
-                               max_duration_s=cli.max_cue_seconds, min_gap_s=cli.cue_gap),
+        cue_options=CueOptions(max_chars=cli.max_cue_chars, max_lines=cli.max_line_count,
+                               max_duration_s=cli.max_cue_seconds, min_gap_s=cli.cue_gap,
+                               min_duration_s=cli.min_cue_seconds,
+                               highlight_words=cli.highlight_words),
         schema=passthrough_schema(cli.inputs, cli.columns))
 
 

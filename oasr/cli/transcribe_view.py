@@ -229,6 +229,10 @@ def print_summary(console: Console, stats: Any, out_path: Path,
         console.print(f"[yellow]warning:[/] {reasons['repetition']} rows stopped repeating "
                       "themselves (finish_reason=repetition): the decoder lost the audio; "
                       "check those rows")
+    if stats.coverage_warnings:
+        console.print(f"[yellow]warning:[/] {stats.coverage_warnings} rows keep detected speech "
+                      "without transcribed words after decoding it again (each row says where; "
+                      "see its coverage column)")
     if reasons.get("no_speech"):
         console.print(f"note: {reasons['no_speech']} rows hold no speech: digital silence, "
                       "Whisper's no-speech guard or the speech detector (empty text, "

@@ -69,6 +69,9 @@ class OutputRow:
     # The decoded token ids (every kept piece's, in order); written only where asked for
     # (``--emit token_ids``), always on the API's result. None on error rows.
     token_ids: list[int] | None = None
+    # Detected speech seconds covered by transcribed words / detected speech seconds
+    # (oasr.transcribe.coverage); None where not measured (no word timings, --coverage-vad none).
+    coverage: float | None = None
 
 
 def fsync_replace(tmp: Path, final: Path) -> None:

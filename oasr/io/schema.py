@@ -45,6 +45,7 @@ _FIXED_FIELDS: tuple[pa.Field, ...] = (
     pa.field("language", pa.string()),
     pa.field("finish_reason", pa.string()),
     pa.field("error", pa.string()),
+    pa.field("coverage", pa.float64()),
 )
 
 OUTPUT_COLUMNS: tuple[str, ...] = tuple(f.name for f in _FIXED_FIELDS)

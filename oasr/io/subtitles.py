@@ -8,7 +8,13 @@ sentence. A word is never split, so a word longer than a line is a cue of its ow
 
 All times are whole milliseconds (what both formats can say); cues come out in order, never
 overlapping (an end past the next cue's start is pulled back to it) and never ending before
-they start.
+they start. A cue shorter than ``min_duration_s`` (word times collapse on slow or mumbled
+speech) is lengthened into the pauses around it, its end first, as far as they reach: it never
+overlaps a neighbour, so between two cues with no pause it stays as it is.
+
+``highlight_words`` (whisper's ``--highlight_words``): each cue is shown once per word, that
+word underlined (``<u>...</u>``, which SRT players and WebVTT both read) while it is spoken, the
+plain text in the pauses between words.
 
 Words are joined with one space, except where the script writes none: two neighbouring
 characters of a space-less script (CJK ideographs, kana, Hangul, the same class the word-timing
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +38,8 @@ __all__ = [
     "Cue",
     "CueOptions",
     "build_cues",
+    "ends_sentence",
+    "join_words",
     "render",
     "to_srt",
     "to_vtt",
@@ -54,7 +62,9 @@ class CueOptions:
     * ``max_lines``: lines per cue; a cue's text wraps at word boundaries onto at most this many
       lines of at most ``max_chars`` (a word longer than a line is a cue of its own);
     * ``max_duration_s``: longest cue (a word lasting longer is a cue of its own);
-    * ``min_gap_s``: a pause at least this long between two words starts a new cue.
+    * ``min_gap_s``: a pause at least this long between two words starts a new cue;
+    * ``min_duration_s``: a shorter cue is lengthened into the pauses beside it;
+    * ``highlight_words``: a cue per word, the word spoken underlined.
 
     A word ending a sentence (:data:`SENTENCE_ENDS`, a title such as "Mr." excepted, see
     :data:`TITLE_ABBREVIATIONS`) always ends its cue.
@@ -64,6 +74,8 @@ class CueOptions:
     max_lines: int = 2
     max_duration_s: float = 7.0
     min_gap_s: float = 0.6
+    min_duration_s: float = 0.8
+    highlight_words: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -72,7 +84,10 @@ class CueOptions:
         if self.max_chars < 1:
             raise ValueError(f"max_chars (--max-cue-chars) must be >= 1, got {self.max_chars}")
         if self.max_lines < 1:
-            raise ValueError(f"max_lines must be >= 1, got {self.max_lines}")
+            raise ValueError(f"max_lines (--max-line-count) must be >= 1, got {self.max_lines}")
+        if not 0 <= self.min_duration_s < math.inf:
+            raise ValueError(f"min_duration_s (--min-cue-seconds) must be a number >= 0, got "
+                             f"{self.min_duration_s}")
         # Finite: an infinite limit has no millisecond value to cut at.
         if not 0 < self.max_duration_s < math.inf:
             raise ValueError(
@@ -85,18 +100,22 @@ class CueOptions:
     def __str__(self) -> str:
         return (
             f"cues of <= {self.max_lines} x {self.max_chars} chars, <= {self.max_duration_s:g} s, "
-            f"cut at pauses >= {self.min_gap_s:g} s and sentence ends"
+            f"cut at pauses >= {self.min_gap_s:g} s and sentence ends, >= "
+            f"{self.min_duration_s:g} s where the pauses allow"
+            + (", words highlighted" if self.highlight_words else "")
         )
 
 
 @dataclass(frozen=True)
 class Cue:
     """One subtitle: ``start``/``end`` in seconds (whole milliseconds); ``text`` its lines
-    joined with ``\\n``."""
+    joined with ``\\n``; ``underline``: the (start, end) character offsets in ``text`` of a
+    word shown underlined (``highlight_words``)."""
 
     start: float
     end: float
     text: str
+    underline: tuple[int, int] | None = None
 
 
 @dataclass
@@ -132,6 +151,18 @@ def _separators(texts: Sequence[str]) -> list[str]:
         both_spaceless = edges[2 * i - 1] == _SPACELESS and edges[2 * i] == _SPACELESS
         seps.append("" if both_spaceless or _wide_punct(left) or _wide_punct(right) else " ")
     return seps
+
+
+def join_words(texts: Sequence[str]) -> str:
+    """Words (or phrases) joined as the script writes them: one space, none between two
+    characters of a space-less script or next to a full-width punctuation mark."""
+    texts = [t for t in texts if t]
+    return "".join(sep + t for sep, t in zip(_separators(texts), texts))
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether a word ends a sentence (a title such as "Mr." does not)."""
+    return _ends_sentence(text)
 
 
 def _ends_sentence(text: str) -> bool:
@@ -226,18 +257,51 @@ def _clean(words: Iterable[Any]) -> list[_Word]:
     return out
 
 
-def _settle(spans: list[tuple[int, int, str]]) -> list[Cue]:
+def _settle(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Starts made non-decreasing, each end pulled back to the next start and kept >= its own
-    start: cues in order and never overlapping."""
+    start: cues in order and never overlapping (ms)."""
     starts: list[int] = []
     for start, _, _ in spans:
         starts.append(max(start, starts[-1]) if starts else start)
-    cues = []
+    out = []
     for k, (_, end, text) in enumerate(spans):
         if k + 1 < len(spans):
             end = min(end, starts[k + 1])
-        end = max(end, starts[k])
-        cues.append(Cue(starts[k] / 1000.0, end / 1000.0, text))
+        out.append((starts[k], max(end, starts[k]), text))
+    return out
+
+
+def _lengthen(spans: list[tuple[int, int, str]], min_ms: int) -> list[tuple[int, int, str]]:
+    """Cues shorter than ``min_ms`` lengthened into the pauses beside them, end first."""
+    out = list(spans)
+    for k, (start, end, text) in enumerate(out):
+        if end - start >= min_ms:
+            continue
+        after = out[k + 1][0] if k + 1 < len(out) else start + min_ms
+        end = max(end, min(start + min_ms, after))
+        before = out[k - 1][1] if k else 0
+        start = min(start, max(end - min_ms, before))
+        out[k] = (start, end, text)
+    return out
+
+
+def _highlighted(start: int, end: int, text: str, words: list[_Word]) -> list[Cue]:
+    """One cue per word of a cue spanning ``[start, end]`` ms, that word underlined while it
+    is spoken; the plain text in the pauses between."""
+    cues: list[Cue] = []
+    pos, last = 0, start
+    for w in words:
+        at = text.find(w.text, pos)
+        pos = at + len(w.text)
+        a = max(w.start, last)
+        b = min(max(w.end, a), end)
+        if a > last:
+            cues.append(Cue(last / 1000.0, a / 1000.0, text))
+        if b > a:
+            cues.append(Cue(a / 1000.0, b / 1000.0, text, (at, pos)))
+        last = max(last, b)
+    if last < end:
+        cues.append(Cue(last / 1000.0, end / 1000.0, text))
     return cues
 
 
@@ -276,7 +340,11 @@ def build_cues(words: Iterable[Any], options: CueOptions | None = None) -> list[
     for a, b in groups:
         text = _wrap(texts[a:b], [""] + seps[a + 1 : b], options)
         spans.append((clean[a].start, max(w.end for w in clean[a:b]), text))
-    return _settle(spans)
+    settled = _lengthen(_settle(spans), _ms(options.min_duration_s) or 0)
+    if not options.highlight_words:
+        return [Cue(a / 1000.0, b / 1000.0, text) for a, b, text in settled]
+    return [cue for (a, b, text), (first, stop) in zip(settled, groups)
+            for cue in _highlighted(a, b, text, clean[first:stop])]
 
 
 def words_from_text(text: str, start: float, end: float) -> list[dict[str, Any]]:
@@ -327,12 +395,21 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+def _marked(cue: Cue, escape: Callable[[str], str] = str) -> list[str]:
+    """The cue's lines, each part ``escape``d, its underlined word in ``<u>...</u>``."""
+    if cue.underline is None:
+        return _lines(escape(cue.text))
+    a, b = cue.underline
+    t = cue.text
+    return _lines(escape(t[:a]) + "<u>" + escape(t[a:b]) + "</u>" + escape(t[b:]))
+
+
 def to_srt(cues: Sequence[Cue]) -> str:
     """SubRip: numbered from 1, ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, a blank line between cues;
     no cues gives an empty file. A cue without text is left out (SubRip has no empty cue)."""
     blocks = []
     for cue in cues:
-        lines = _lines(cue.text)
+        lines = _marked(cue)
         if lines:
             head = f"{len(blocks) + 1}\n{_clock(cue.start, ',')} --> {_clock(cue.end, ',')}"
             blocks.append(head + "\n" + "\n".join(lines) + "\n")
@@ -349,7 +426,7 @@ def to_vtt(cues: Sequence[Cue]) -> str:
     its text (``& < >`` escaped) after a blank line."""
     parts = ["WEBVTT\n"]
     for cue in cues:
-        body = "\n".join(_vtt_escape(line) for line in _lines(cue.text))
+        body = "\n".join(_marked(cue, _vtt_escape))
         if body:
             parts.append(f"\n{_clock(cue.start, '.')} --> {_clock(cue.end, '.')}\n{body}\n")
     return "".join(parts)

@@ -7,11 +7,12 @@ json is the shape ``whisper``'s CLI writes (and ``faster-whisper`` users parse):
      "segments": [{"id": 0, "start": 0.0, "end": 4.52, "text": "...",
                    "words": [{"word": "...", "start": 0.0, "end": 0.31, "probability": 0.97}]}]}
 
-Times are seconds rounded to milliseconds. A recording within one model window is one segment
-``[0, duration]``; a long one has the runner's segments, each word placed in the segment it
-starts in. tsv is whisper's too: a ``start<TAB>end<TAB>text`` header, then one segment a line with
-``start``/``end`` in integer milliseconds. txt (``-f txt`` into a folder) is whisper's plain
-text: each segment's text on a line of its own.
+Times are seconds rounded to milliseconds. The segments are the row's (phrases of its words,
+strictly increasing: ``oasr.transcribe.segments``), each word placed in the segment it starts
+in; a row without segments but with text (no word timings) is one segment ``[0, duration]``.
+tsv is whisper's too: a ``start<TAB>end<TAB>text`` header, then one segment a line with
+``start``/``end`` in integer milliseconds. txt (``-f txt`` into a folder)
+is whisper's plain text: each segment's text on a line of its own.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def _ms(seconds: Any) -> float:
 
 def row_segments(row: OutputRow) -> list[dict[str, Any]]:
     """The row's segments (``start``, ``end``, ``text``, ``words``), words assigned to the
-    segment they start in; a short row is one segment over its whole duration."""
+    segment they start in; a row with text but no segments is one segment over its whole
+    duration."""
     if row.segments:
         segments = [{"start": s.get("start") or 0.0,
                      "end": s.get("end") if s.get("end") is not None else row.duration or 0.0,

@@ -66,3 +66,28 @@ def quiet_cut(audio: np.ndarray, sample_rate: int, search_s: float = 2.0,
     start = len(audio) - tail
     frames = audio[start:].astype(np.float64).reshape(-1, hop)
     return start + int(np.argmin((frames * frames).mean(axis=1))) * hop
+
+
+# How far before Whisper's resume timestamp a pause may end for the next window to start there.
+ONSET_LOOKBACK_S = 0.6
+
+
+def resume_before_onset(audio: np.ndarray, sample_rate: int, resume_s: float,
+                        last_word_end: float) -> float:
+    """Where a window resuming at ``resume_s`` (seconds into ``audio``) should start.
+
+    Whisper's last closed timestamp often lands a little after the next utterance began;
+    resuming there cuts its first word. When a pause ends shortly before the resume point and
+    the window's last timed word ended before that pause, resume at the pause's end; a resume
+    point inside a pause stays (the next utterance has not begun)."""
+    from oasr.engine.decode.pauses import speech_pauses
+
+    frame = 0.02
+    starts, ends = speech_pauses(audio, sample_rate, frame)
+    pauses = list(zip(starts * frame, ends * frame))
+    if any(ps <= resume_s < pe for ps, pe in pauses):
+        return resume_s
+    for ps, pe in pauses:
+        if resume_s - ONSET_LOOKBACK_S <= pe < resume_s and last_word_end <= ps + frame:
+            return float(pe)
+    return resume_s

@@ -123,6 +123,7 @@ def emit_done(stats: Any, output: str) -> None:
          audio_s=stats.audio_s, wall_s=stats.wall_s, finish_reasons=stats.finish_reasons,
          error_examples=stats.error_examples, wer_errors=stats.wer.errors,
          wer_ref_words=stats.wer.ref_words, wer_rows=stats.wer.rows,
+         coverage_warnings=stats.coverage_warnings, repairs=stats.repairs,
          dispatch=[[case, name, count] for (case, name), count in stats.dispatch.items()])
 
 
@@ -138,6 +139,8 @@ def merge_done(total: Any, done: dict[str, Any]) -> None:
     total.wer.errors += done["wer_errors"]
     total.wer.ref_words += done["wer_ref_words"]
     total.wer.rows += done["wer_rows"]
+    total.coverage_warnings += done.get("coverage_warnings", 0)
+    total.repairs += done.get("repairs", 0)
     for case, name, count in done["dispatch"]:
         total.dispatch[(case, name)] = total.dispatch.get((case, name), 0) + count
 

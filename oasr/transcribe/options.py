@@ -27,6 +27,7 @@ __all__ = ["CALL_OPTIONS", "CallKeywords", "DecodeOptions", "FallbackOptions", "
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 _DTYPES = ("auto", "fp32", "float32", "fp16", "float16", "bf16", "bfloat16")
 EMITTABLE = ("token_ids",)
+COVERAGE_VADS = ("auto", "silero", "energy", "none")  # oasr.transcribe.coverage
 CUDA_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cu126"
 
 
@@ -162,8 +163,14 @@ class VadOptions:
     vad_min_silence_ms: float | None = None  # a shorter pause does not split a segment
     vad_speech_pad_ms: float | None = None  # kept on each side of a segment
     vad_max_segment_s: float | None = None  # longer speech is split (at most the model window)
+    # What measures each row's coverage (speech seconds with words / speech seconds): auto
+    # (the --vad detector, else silero where installed, else energy), silero, energy or none.
+    coverage_vad: str = "auto"
 
     def validate(self) -> None:
+        if self.coverage_vad not in COVERAGE_VADS:
+            raise OptionsError("coverage_vad", f" {self.coverage_vad}: choose one of "
+                               f"{', '.join(COVERAGE_VADS)}")
         if self.vad_threshold is not None and not 0.0 < self.vad_threshold < 1.0:
             raise OptionsError("vad_threshold", f" {self.vad_threshold}: must be in (0, 1)")
         if self.vad_neg_threshold is not None and not 0.0 <= self.vad_neg_threshold < 1.0:
@@ -317,6 +324,7 @@ class RunKeywords(CallKeywords, total=False):
     vad_min_silence_ms: float | None
     vad_speech_pad_ms: float | None
     vad_max_segment_s: float | None
+    coverage_vad: str
     emit: tuple[str, ...] | list[str]
 
 

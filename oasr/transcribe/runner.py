@@ -11,7 +11,10 @@ gets empty text with ``finish_reason="no_speech"`` (:mod:`oasr.transcribe.rows`)
 prompt (``initial_prompt``, a row's ``prompt`` column) goes before the first window;
 ``condition_on_previous_text`` prompts each later window with the tokens settled before it,
 which the sequential windows of a recording allow. Each window's generation is capped by its
-length (:mod:`oasr.transcribe.generation_limits`).
+length (:mod:`oasr.transcribe.generation_limits`). With ``options.coverage`` each window's
+speech is checked against its words and what no word covers is decoded again
+(:mod:`oasr.transcribe.recording`, :mod:`oasr.transcribe.repair`); a row's segments are phrases
+of its words (:mod:`oasr.transcribe.segments`), the windows being bookkeeping.
 
 Requests reach the engine through its one admission loop, :meth:`ASREngine.run`: the
 transcriber is its request source, yielding the next window of any row in flight, or starting a
@@ -38,18 +41,36 @@ from oasr.audio import AudioDecodeError, iter_audio_chunks
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ColumnMap, ManifestRow, OutputRow, OutputWriter, iter_manifest
-from oasr.transcribe.audio_window import ForwardAudio, quiet_cut
+from oasr.transcribe.audio_window import ForwardAudio, quiet_cut, resume_before_onset
+from oasr.transcribe.coverage import CoverageCheck
 from oasr.transcribe.fallback import TemperatureFallback
+from oasr.transcribe.family_traits import (
+    resolve_conditioning,
+    resumes_from_timestamps,
+    takes_prompts,
+)
 from oasr.transcribe.generation_limits import generation_cap, is_repetition
 from oasr.transcribe.output_thread import OutputThread
 from oasr.transcribe.prefetch import AudioPrefetch, default_workers
-from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
+from oasr.transcribe.recording import (
+    RowState,
+    SettledWindow,
+    WindowGroup,
+    cover_window,
+    release_groups,
+    summary_row,
+)
+from oasr.transcribe.repair import RepairJob, RowCoverage
+from oasr.transcribe.rows import error_row
 from oasr.transcribe.running_wer import RunningWer
+from oasr.transcribe.segments import Piece
+
+__all__ = ["DEFAULT_WINDOW_S", "RunStats", "SettledWindow", "TranscribeOptions", "Transcriber",
+           "header_duration", "resolve_conditioning", "resumes_from_timestamps", "takes_prompts",
+           "transcribe"]
 
 # Peak amplitude below which a window holds no signal (digital silence, dithering).
 SILENCE_PEAK = 1e-4
-# How far before Whisper's resume timestamp a pause may end for the next window to start there.
-ONSET_LOOKBACK_S = 0.6
 # Previous-window token ids kept for the next window's prompt (Whisper reads its last 223).
 CONTEXT_TOKENS = 1024
 # The window of a model that declares none (CTC reads any length; this bounds memory per row).
@@ -94,20 +115,9 @@ class TranscribeOptions:
     decode_workers: int | None = None
     # Write rows and score their WER on a thread of their own (oasr.transcribe.output_thread).
     output_thread: bool = True
-
-
-@dataclass
-class SettledWindow:
-    """One kept window of a recording, as it settles (``TranscribeOptions.on_settled``): its
-    segments and words on the recording's clock, and the decode that produced them."""
-
-    row_id: str
-    index: int  # the recording's kept windows, counted from 0
-    start: float  # seconds from the recording's start where the window began
-    temperature: float
-    output: RequestOutput
-    segments: list[dict[str, Any]]
-    words: list[dict[str, Any]]
+    # Speech checked against the words (oasr.transcribe.coverage): each row's ``coverage``,
+    # uncovered stretches decoded again; None: not measured (needs word_timestamps).
+    coverage: CoverageCheck | None = None
 
 
 @dataclass
@@ -123,6 +133,10 @@ class RunStats:
     # Rows by finish_reason (oasr.transcribe.rows.FINISH_REASONS).
     finish_reasons: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
+    # Rows left with detected speech no word covers (each carries a warning), and stretches
+    # of speech decoded again and kept (oasr.transcribe.repair).
+    coverage_warnings: int = 0
+    repairs: int = 0
     dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
 
     def add(self, out: OutputRow, ref: str | None) -> None:
@@ -142,43 +156,6 @@ class RunStats:
     @property
     def rtfx(self) -> float:
         return self.audio_s / self.wall_s if self.wall_s > 0 else 0.0
-
-
-@dataclass
-class _RowState:
-    """One recording in flight: at most one window of it is with the engine at a time."""
-
-    row: ManifestRow
-    reader: ForwardAudio
-    decoding: DecodingOptions
-    long: bool = False
-    expected_s: float | None = None  # a long recording's duration from its header, if known
-    seek: int = 0  # sample where the window in flight starts
-    window_len: int = 0  # samples in the window in flight
-    index: int = 0
-    attempt: int = 0  # index into the fallback temperatures of the window in flight
-    retries: int = 0  # windows of this row decoded again at a higher temperature
-    outs: list[RequestOutput] = field(default_factory=list)
-    segments: list[dict[str, Any]] = field(default_factory=list)
-    words: list[dict[str, Any]] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    # The next window's prompt: the initial prompt's text until a window is kept; with
-    # conditioning, token ids instead (the initial prompt's, then the windows' settled tokens,
-    # timestamps included, since the last reset).
-    prompt_text: str | None = None
-    prompt_ids: list[int] | None = None
-
-
-def _summary_row(state: _RowState, duration: float) -> OutputRow:
-    row = state.row
-    if not state.outs:  # every window was silent: nothing decoded or nothing kept
-        return no_speech_row(row, duration, state.decoding.word_timestamps, state.long)
-    text = state.texts if state.long else [state.outs[0].text]
-    # A row decoded in one window is one segment: the whole audio.
-    segments = state.segments if state.long else [
-        {"start": row.offset, "end": row.offset + duration, "text": text[0]}]
-    return assemble_row(row, state.outs, duration=duration, texts=text, segments=segments,
-                        words=state.words if state.decoding.word_timestamps else None)
 
 
 def header_duration(row: ManifestRow) -> float | None:
@@ -203,6 +180,13 @@ class Transcriber:
     recording are sequential; windows of different recordings batch together (up to
     ``max_active`` recordings in flight).
 
+    With ``options.coverage`` each window's speech is checked against its words
+    (:mod:`oasr.transcribe.coverage`): the next window never starts past speech the window
+    left without words after its last word (it starts there instead, at least
+    ``MIN_RESUME_ADVANCE_S`` on), and a stretch inside the window is decoded again on its own
+    (:mod:`oasr.transcribe.repair`) beside the next window; a window is reported once its
+    repairs are back.
+
     Audio is decoded ahead on a thread pool (:mod:`oasr.transcribe.prefetch`) unless
     ``options.decode_workers`` is 0; what reaches the engine is the same either way.
     """
@@ -226,7 +210,7 @@ class Transcriber:
         # consecutive windows cut at a quiet frame.
         self.resumes = resumes_from_timestamps(engine)
         self.condition = resolve_conditioning(engine, options.condition_on_previous_text)
-        self.active: dict[str, _RowState] = {}
+        self.active: dict[str, Any] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
         # Rows leave in input order: ids in the order they started, and finished rows that
         # wait on an earlier one. Bounded, since no row starts while ``max_active`` wait.
@@ -236,6 +220,8 @@ class Transcriber:
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
         self._prefetch: AudioPrefetch | None = None
+        self.coverage_warnings = 0  # rows left with speech no word covers
+        self.repairs = 0  # stretches of speech decoded again and kept
 
     @property
     def prefetch_depth(self) -> int:
@@ -245,6 +231,12 @@ class Transcriber:
         if not self.prefetch_audio:
             return 0
         return min(2 * self.engine.config.max_batch_size, self.max_active)
+
+    def _row_coverage(self) -> RowCoverage | None:
+        check = self.options.coverage
+        if check is None or not self.options.word_timestamps:
+            return None
+        return RowCoverage(check, self.sr, self.window_s)
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -259,7 +251,7 @@ class Transcriber:
         decoding = DecodingOptions(language=row.language or self.options.language,
                                    task=row.task or self.options.task,
                                    word_timestamps=self.options.word_timestamps)
-        state = _RowState(row, ForwardAudio(chunks), decoding)
+        state = RowState(row, ForwardAudio(chunks), decoding, coverage=self._row_coverage())
         initial = row.prompt if row.prompt is not None else self.options.initial_prompt
         if initial and initial.strip():
             state.prompt_text = initial
@@ -277,19 +269,26 @@ class Transcriber:
         return iter_audio_chunks(row.audio, self.sr, chunk_seconds=self.window / self.sr,
                                  offset=row.offset, duration=row.duration)
 
-    def _fail(self, state: _RowState, message: str) -> None:
+    def _fail(self, state: RowState, message: str) -> None:
         self.active.pop(state.row.id, None)
         duration = state.reader.total / self.sr if state.reader.total else None
         self.ready.append((error_row(state.row, message, duration), state.row.text))
 
-    def _finish(self, state: _RowState) -> None:
+    def _finish(self, state: RowState) -> None:
+        """The row is read to its end: it finishes once its repairs are back."""
+        state.read_all = True
+        if state.groups:
+            return
         self.active.pop(state.row.id, None)
-        out = _summary_row(state, state.reader.total / self.sr)
+        out = summary_row(state, state.reader.total / self.sr)
+        if state.coverage is not None:
+            self.repairs += state.coverage.repaired
+            self.coverage_warnings += state.coverage.warned
         if self.options.row_check is not None:
             self.options.row_check(state.row, out)
         self.ready.append((out, state.row.text))
 
-    def _next_window(self, state: _RowState, seek: int) -> None:
+    def _next_window(self, state: RowState, seek: int) -> None:
         """Submit the window starting at ``seek``, or finish the row when the audio ends."""
         row = state.row
         while True:
@@ -340,6 +339,9 @@ class Transcriber:
         if out.error:
             self._fail(state, state.row.located(out.error))
             return
+        if "repair" in out.metadata:
+            self._accept_repair(state, out)
+            return
         fallback = self.options.fallback
         if fallback is not None and fallback.retry(out, state.attempt):
             state.attempt += 1
@@ -348,21 +350,57 @@ class Transcriber:
             return
         temperature = fallback.temperatures[state.attempt] if fallback is not None else 0.0
         state.attempt = 0
+        shift = state.row.offset
         start = state.seek / self.sr
         window_end = (state.seek + state.window_len) / self.sr
-        if fallback is not None and fallback.silent(out):
-            # No speech (Whisper's no-speech guard): nothing is kept, the window is passed.
-            if not state.long:
-                self._finish(state)
-                return
-            if self.options.on_window is not None:
-                self.options.on_window(state.row.id, state.window_len / self.sr,
-                                       state.expected_s)
-            self._next_window(state, state.seek + state.window_len)
+        # No speech (Whisper's no-speech guard): nothing is kept, the window is passed.
+        silent = fallback is not None and fallback.silent(out)
+        words: list[dict[str, Any]] = []
+        advance = state.window_len
+        piece = None
+        if not silent:
+            self._keep(state, out, temperature)
+            # Word times on the recording's clock; a window's words are its settled text's.
+            # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
+            words = [{"word": w.word, "start": round(shift + start + w.start, 3),
+                      "end": round(shift + min(start + w.end, window_end), 3),
+                      "confidence": w.confidence} for w in out.words or []]
+            model = None
+            if state.long and self.resumes:
+                model = [{"start": shift + start + a,
+                          "end": shift + (window_end if b is None else min(start + b,
+                                                                            window_end)),
+                          "text": text} for a, b, text in out.segments or []]
+                if out.resume_at is not None:
+                    advance = int(out.resume_at * self.sr)
+                    if out.words:
+                        audio = state.reader.window(state.seek, state.window_len)
+                        advance = int(resume_before_onset(
+                            audio, self.sr, advance / self.sr, out.words[-1].end) * self.sr)
+            piece = Piece(shift + start, shift + start + advance / self.sr, out.text,
+                          words if state.decoding.word_timestamps else None, model,
+                          temperature=temperature, source=out)
+        state.heard += words
+        group = WindowGroup(state.index - 1, piece)
+        state.groups.append(group)
+        if state.coverage is not None:
+            advance, jobs = cover_window(state, group, words, advance, self.sr)
+            for job in jobs:
+                self._submit_repair(state, job)
+        if piece is not None:
+            piece.end = shift + start + advance / self.sr
+        release_groups(state, self.options.on_settled)
+        if not state.long:
+            self._finish(state)
             return
+        if self.options.on_window is not None:
+            self.options.on_window(state.row.id, max(advance, 1) / self.sr, state.expected_s)
+        self._next_window(state, state.seek + max(advance, 1))
+
+    def _keep(self, state: RowState, out: RequestOutput, temperature: float) -> None:
+        """A window is kept: its finish reason, and the next window's prompt."""
         if is_repetition(out.token_ids, out.finish_reason):
             out.finish_reason = "repetition"
-        state.outs.append(out)
         state.prompt_text = None  # the initial prompt served the first window kept
         if state.prompt_ids is not None:
             # A loop carried forward in the prompt tends to repeat: neither a window kept
@@ -374,60 +412,31 @@ class Transcriber:
                 state.prompt_ids = (state.prompt_ids + list(kept))[-CONTEXT_TOKENS:]
             else:
                 state.prompt_ids = []
-        shift = state.row.offset
-        # Word times on the recording's clock; a window's words are its settled text's.
-        # Rounded to milliseconds: the sums would otherwise print as 4.5200000000000005.
-        words = [{"word": w.word, "start": round(shift + start + w.start, 3),
-                  "end": round(shift + min(start + w.end, window_end), 3),
-                  "confidence": w.confidence} for w in out.words or []]
-        state.words += words
-        if not state.long:
-            duration = state.reader.total / self.sr
-            self._settled(state, out, temperature, words,
-                          [{"start": shift, "end": shift + duration, "text": out.text}])
-            self._finish(state)
+
+    def _submit_repair(self, state: RowState, job: RepairJob) -> None:
+        assert state.coverage is not None
+        fallback = self.options.fallback
+        decoding = state.coverage.decoding(state.decoding, job, state.row.id,
+                                           fallback.seed if fallback is not None else 0)
+        self._queue.append(Request(f"{state.row.id}\x1fr{job.key}.{job.attempt}", job.audio,
+                                   decoding, metadata={"row": state.row.id,
+                                                       "repair": job.key}))
+
+    def _accept_repair(self, state: RowState, out: RequestOutput) -> None:
+        assert state.coverage is not None
+        job = state.coverage.pending[out.metadata["repair"]]
+        result = state.coverage.outcome(job, out, self.options.fallback)
+        if result is True:
+            self._submit_repair(state, job)
             return
-        if not self.resumes:  # a whole window is one segment
-            out.segments = [(0.0, state.window_len / self.sr, out.text)]
-        settled = len(state.segments)
-        for seg_start, seg_end, text in out.segments or []:
-            end = window_end if seg_end is None else min(start + seg_end, window_end)
-            state.segments.append({"start": round(shift + start + seg_start, 3),
-                                   "end": round(shift + end, 3), "text": text})
-        self._settled(state, out, temperature, words, state.segments[settled:])
-        state.texts.append(out.text)
-        advance = state.window_len if out.resume_at is None else int(out.resume_at * self.sr)
-        if out.resume_at is not None and out.words:
-            advance = self._resume_before_onset(state, out, advance)
-        if self.options.on_window is not None:
-            self.options.on_window(state.row.id, max(advance, 1) / self.sr, state.expected_s)
-        self._next_window(state, state.seek + max(advance, 1))
-
-    def _settled(self, state: _RowState, out: RequestOutput, temperature: float,
-                 words: list[dict[str, Any]], segments: list[dict[str, Any]]) -> None:
-        if self.options.on_settled is not None:
-            self.options.on_settled(SettledWindow(
-                row_id=state.row.id, index=len(state.outs) - 1, start=state.seek / self.sr,
-                temperature=temperature, output=out, segments=segments, words=words))
-
-    def _resume_before_onset(self, state: _RowState, out: RequestOutput, advance: int) -> int:
-        """Whisper's last closed timestamp often lands a little after the next utterance began;
-        resuming there cuts its first word. When a pause ends shortly before the resume point
-        and the window's last timed word ended before that pause, resume at the pause's end."""
-        from oasr.engine.decode.pauses import speech_pauses
-
-        audio = state.reader.window(state.seek, state.window_len)
-        frame = 0.02
-        starts, ends = speech_pauses(audio, self.sr, frame)
-        resume_s = advance / self.sr
-        last_word_end = out.words[-1].end
-        pauses = list(zip(starts * frame, ends * frame))
-        if any(ps <= resume_s < pe for ps, pe in pauses):
-            return advance  # the resume point is silence: the next utterance has not begun
-        for ps, pe in pauses:
-            if resume_s - ONSET_LOOKBACK_S <= pe < resume_s and last_word_end <= ps + frame:
-                return int(pe * self.sr)
-        return advance
+        group = next(g for g in state.groups if g.index == job.group)
+        group.pending -= 1
+        if isinstance(result, Piece):
+            group.repairs.append(result)
+            state.heard += result.words or []
+        release_groups(state, self.options.on_settled)
+        if state.read_all:
+            self._finish(state)
 
     # -- the loop ---------------------------------------------------------------------------
     def _requests(self) -> Iterator[Request | None]:
@@ -508,39 +517,6 @@ class Transcriber:
         return rows
 
 
-def resumes_from_timestamps(engine: ASREngine) -> bool:
-    """Whether the engine's decode family, as configured, honours Whisper's timestamp mode
-    (asked through its admission check, the family's public contract)."""
-    try:
-        engine.strategy.validate_options(DecodingOptions(timestamps=True))
-    except ValueError:
-        return False
-    return True
-
-
-def takes_prompts(engine: ASREngine) -> bool:
-    """Whether the engine's decode family, as configured, admits a text prompt (Whisper's
-    ``<|startofprev|>``) and has the tokenizer to encode one."""
-    if not hasattr(engine.tokenizer, "encode"):
-        return False
-    try:
-        engine.strategy.validate_options(DecodingOptions(prompt="a"))
-    except ValueError:
-        return False
-    return True
-
-
-def resolve_conditioning(engine: ASREngine, asked: bool | None) -> bool:
-    """``condition_on_previous_text`` as a run applies it: None is on where the model takes
-    prompts; True on a model that takes none raises."""
-    if asked is None:
-        return takes_prompts(engine)
-    if asked and not takes_prompts(engine):
-        raise ValueError("condition_on_previous_text: this model's decode family takes no "
-                         "prompt (Whisper's does); drop --condition-on-previous-text")
-    return asked
-
-
 def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWriter,
                on_row: Callable[[OutputRow, RunStats], Any] | None = None,
                transcriber: Transcriber | None = None) -> RunStats:
@@ -594,6 +570,8 @@ def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWrit
         finally:
             writer.abort()  # the run's own exception goes on either way
         raise
+    stats.coverage_warnings = getattr(runner, "coverage_warnings", 0)
+    stats.repairs = getattr(runner, "repairs", 0)
     stats.dispatch = ops.counts_since(dispatched)
     ops.record_dispatch(writer.metadata, stats.dispatch)
     writer.close()

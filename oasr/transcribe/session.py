@@ -48,6 +48,7 @@ class Resolved:
     segmenter: Any  # the speech detector's RecordingSegmenter, or None
     vad: VadOptions
     fallback_options: FallbackOptions
+    coverage: Any = None  # oasr.transcribe.coverage.CoverageCheck, or None
 
 
 class TranscriptionSession:
@@ -125,8 +126,21 @@ class TranscriptionSession:
         if max(fallback.temperature) > 0:
             strategy.validate_options(DecodingOptions(temperature=max(fallback.temperature),
                                                       seed=fallback.seed))
-        return Resolved(decode, words, condition, fallback.build(), engine,
-                        self.segmenter_for(vad), vad, fallback)
+        segmenter = self.segmenter_for(vad)
+        return Resolved(decode, words, condition, fallback.build(), engine, segmenter, vad,
+                        fallback, self.coverage_for(vad, segmenter) if words else None)
+
+    def coverage_for(self, vad: VadOptions, segmenter: Any) -> Any:
+        """The coverage check ``vad`` names (built once per setting), or None."""
+        key = json.dumps(["coverage", vad.coverage_vad, vad.vad, vad.vad_model_dir,
+                          vad.segmenter_overrides()], sort_keys=True)
+        if key not in self._segmenters:
+            from oasr.transcribe.coverage import CoverageCheck, build_coverage_detector
+
+            detector = build_coverage_detector(vad.coverage_vad, segmenter, vad.vad,
+                                               device=str(self.engine.runner.device))
+            self._segmenters[key] = CoverageCheck(detector) if detector is not None else None
+        return self._segmenters[key]
 
     @property
     def word_timestamps(self) -> bool:
@@ -160,7 +174,7 @@ class TranscriptionSession:
             initial_prompt=r.decode.initial_prompt,
             condition_on_previous_text=r.condition_on_previous_text,
             prompt_reset_on_temperature=r.decode.prompt_reset_on_temperature,
-            max_new_tokens=r.decode.max_new_tokens)
+            max_new_tokens=r.decode.max_new_tokens, coverage=r.coverage)
 
     def transcriber(self, options: Any, resolved: Resolved | None = None) -> Any:
         """A runner over ``options`` (:meth:`transcribe_options`) on ``resolved``'s engine
@@ -197,6 +211,7 @@ class TranscriptionSession:
             "window_s": f"{transcriber.window_s:g}",
             "vad": self.options.vad.vad,
             "vad_options": json.dumps(self.options.vad.segmenter_overrides(), sort_keys=True),
+            "coverage_vad": options.coverage.name if options.coverage is not None else "none",
         }
 
 

@@ -2,16 +2,22 @@
 
 Per row, the detector reads the whole recording and the shared segmenter turns its
 probabilities into speech segments (``PRESEGMENT``: split at pauses of at least 160 ms, padded by
-up to 400 ms, none longer than the model's window). Then:
+up to 400 ms, none longer than the chunk limit) and unpadded speech (what coverage is measured
+against). Then:
 
 - a row with no speech is not decoded: empty text, ``finish_reason="no_speech"``;
 - a row no longer than the model's window, with speech, is decoded whole, as without a VAD;
-- a longer row is cut into chunks: consecutive segments are merged while the span from the
-  chunk's first start to its last end fits the window (as faster-whisper's batched pipeline and
-  WhisperX do), and every chunk of the recording goes to the engine at once, so the chunks of
-  one recording batch together. Chunks are decoded without timestamps; each becomes one entry
-  of ``segments``, its word times shifted onto the recording's clock. The audio between chunks
-  (silence by the detector's judgement) is never decoded.
+- a longer row is cut into chunks (:mod:`oasr.transcribe.vad_chunks`): consecutive segments
+  merged while a chunk spans at most ``CHUNK_S`` (and the window) less the overlap read at a
+  join inside speech, every chunk of the recording sent to the engine at once, so the chunks of
+  one recording batch together. Chunks are decoded in timestamp mode where the family has it
+  (``CHUNK_TIMESTAMPS``; its segments then cut the phrases), each with the initial prompt
+  only. The audio between chunks (silence by the detector's judgement) is never decoded.
+
+Every chunk's words are then checked against the detected speech (``options.coverage``): a
+stretch no word covers is decoded again on its own (:mod:`oasr.transcribe.repair`), and the
+row's text, phrase segments and words are assembled from the chunks and repairs in time order
+(:mod:`oasr.transcribe.segments`).
 
 Rows are read and detected in groups (``DETECT_BATCH`` rows, at most ``DETECT_BATCH_S`` seconds
 of audio), one padded detector call a group. Each recording is held whole in memory (16 kHz
@@ -20,6 +26,7 @@ float32: 230 MB an hour), unlike the VAD-less runner's forward-only windows.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -33,8 +40,12 @@ from oasr.audio.resample import resample
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ManifestRow, OutputRow
+from oasr.transcribe.generation_limits import generation_cap
+from oasr.transcribe.repair import RowCoverage
 from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
+from oasr.transcribe.segments import Piece, assemble, trim_piece
+from oasr.transcribe.vad_chunks import JOIN_OVERLAP_S, Chunk, merge_into_chunks, plan_chunks
 from oasr.vad import VADS, SpeechDetector, build_detector
 from oasr.vad.segmenter import SegmenterConfig, segment
 
@@ -44,26 +55,25 @@ DETECT_BATCH_S = 1800.0
 # Rows whose detected speech seconds are kept (the API's info.duration_after_vad reads them).
 SPEECH_SECONDS_KEPT = 1024
 PRESEGMENT = SegmenterConfig(min_speech_ms=250.0, min_silence_ms=160.0, speech_pad_ms=400.0)
+# The longest chunk decoded (with the overlap at joins; at most the model's window).
+CHUNK_S = 30.0
+# Chunks decode in Whisper's timestamp mode where the family has it: without timestamps
+# tiny.en ends some 25-30 s chunks after a sentence or two (docs/decoding.md, "Long recordings").
+CHUNK_TIMESTAMPS = True
 
-
-def merge_into_chunks(segments: list[tuple[float, float]],
-                      window_s: float) -> list[tuple[float, float]]:
-    """Merge consecutive ``(start, end)`` segments while a chunk spans at most ``window_s``."""
-    chunks: list[tuple[float, float]] = []
-    for start, end in segments:
-        if chunks and end - chunks[-1][0] <= window_s:
-            chunks[-1] = (chunks[-1][0], end)
-        else:
-            chunks.append((start, end))
-    return chunks
+__all__ = ["CHUNK_S", "PRESEGMENT", "RecordingSegmenter", "VadRecording", "VadTranscriber",
+           "build_recording_segmenter", "merge_into_chunks"]
 
 
 @dataclass
 class VadRecording:
-    """One recording's speech segments (seconds from the row's start) and its duration."""
+    """One recording's speech segments (padded, split to the window: what is decoded), its
+    speech (unpadded, unsplit: what coverage is measured against), seconds from the row's
+    start, and its duration."""
 
     segments: list[tuple[float, float]]
     duration_s: float
+    speech: list[tuple[float, float]] = field(default_factory=list)
 
 
 class RecordingSegmenter:
@@ -83,6 +93,10 @@ class RecordingSegmenter:
                  max_segment_s: float) -> VadRecording:
         return self.batch([audio], sample_rate, max_segment_s)[0]
 
+    def speech(self, audio: np.ndarray, sample_rate: int) -> list[tuple[float, float]]:
+        """``audio``'s speech, unpadded and unsplit (seconds)."""
+        return self.batch([audio], sample_rate, math.inf)[0].speech
+
     def batch(self, audios: list[np.ndarray], sample_rate: int,
               max_segment_s: float) -> list[VadRecording]:
         """Several recordings through one padded detector call, segmented each."""
@@ -95,12 +109,15 @@ class RecordingSegmenter:
         out = self.detector.detect(x, lengths, rate)
         config = replace(self.config, max_segment_s=min(self.config.max_segment_s,
                                                          max_segment_s))
+        bare = replace(self.config, speech_pad_ms=0.0, max_segment_s=math.inf)
         recs = []
         for i, audio in enumerate(audios):
             duration = len(audio) / sample_rate
-            segs = segment(out.row(i).numpy(), out.frame_s, duration, config,
-                           self.spec.min_silence_floor_ms)
-            recs.append(VadRecording(segs, duration))
+            probs = out.row(i).numpy()
+            floor = self.spec.min_silence_floor_ms
+            recs.append(VadRecording(segment(probs, out.frame_s, duration, config, floor),
+                                     duration, segment(probs, out.frame_s, duration, bare,
+                                                       floor)))
         return recs
 
 
@@ -119,9 +136,12 @@ class _VadRow:
     row: ManifestRow
     decoding: DecodingOptions
     duration_s: float
-    chunks: list[tuple[float, float]]  # seconds on the row's clock
+    chunks: list[Chunk]  # seconds on the row's clock
     long: bool
+    audio: np.ndarray  # held for the repairs
+    coverage: RowCoverage | None = None
     outs: dict[int, RequestOutput] = field(default_factory=dict)
+    pieces: list[Piece] = field(default_factory=list)
 
 
 class VadTranscriber(Transcriber):
@@ -139,6 +159,9 @@ class VadTranscriber(Transcriber):
         self.vad_s = 0.0  # seconds spent in the detector and the segmenter
         # row id -> seconds the detector called speech, for the latest rows only
         self.speech_seconds: dict[str, float] = {}
+        # Chunks span at most CHUNK_S (and the window), less the overlap read at joins.
+        overlap = 2 * JOIN_OVERLAP_S if options.word_timestamps else 0.0
+        self.chunk_limit_s = min(CHUNK_S, self.window_s) - overlap
 
     def run_ticks(self, rows: Iterator[ManifestRow]
                   ) -> Iterator[tuple[OutputRow, str | None] | None]:
@@ -176,7 +199,7 @@ class VadTranscriber(Transcriber):
                 return
             if audios:
                 t0 = time.perf_counter()
-                recs = self.segmenter.batch(audios, self.sr, self.window / self.sr)
+                recs = self.segmenter.batch(audios, self.sr, self.chunk_limit_s)
                 self.vad_s += time.perf_counter() - t0
                 by_audio = iter(recs)
                 for row in group:
@@ -204,22 +227,31 @@ class VadTranscriber(Transcriber):
                                    task=row.task or self.options.task, prompt=prompt,
                                    word_timestamps=self.options.word_timestamps,
                                    max_new_tokens=self.options.max_new_tokens)
+        long = len(audio) > self.window
         if not rec.segments:
             words = bool(decoding.word_timestamps)
-            self.ready.append((no_speech_row(row, rec.duration_s, words, len(audio) > self.window),
-                               row.text))
+            out = no_speech_row(row, rec.duration_s, words, long)
+            if self.options.coverage is not None and words:
+                out.coverage = 1.0  # no speech detected: none left out
+            self.ready.append((out, row.text))
             return
-        long = len(audio) > self.window
-        chunks = (merge_into_chunks(rec.segments, self.window / self.sr) if long
-                  else [(0.0, rec.duration_s)])
-        state = _VadRow(row, decoding, rec.duration_s, chunks, long)
+        chunks = (plan_chunks(rec.segments, rec.speech, self.chunk_limit_s, rec.duration_s,
+                              bool(decoding.word_timestamps)) if long
+                  else [Chunk(0.0, rec.duration_s)])
+        state = _VadRow(row, decoding, rec.duration_s, chunks, long, audio,
+                        self._row_coverage())
+        if state.coverage is not None:
+            state.coverage.settle([(row.offset + a, row.offset + b) for a, b in rec.speech],
+                                  -math.inf, math.inf)
         self.vad_rows[row.id] = state
-        self.active[row.id] = state  # type: ignore[assignment]  # counts toward max_active
-        for i, (start, end) in enumerate(chunks):
-            piece = audio[int(round(start * self.sr)):int(round(end * self.sr))]
+        self.active[row.id] = state  # counts toward max_active
+        for i, chunk in enumerate(chunks):
+            piece = audio[int(round(chunk.start * self.sr)):int(round(chunk.end * self.sr))]
             # A request refused at admission comes back from the engine as an error output.
-            self._queue.append(Request(f"{row.id}\x1fv{i}", piece, decoding,
-                                       metadata={"row": row.id, "window": i}))
+            self._queue.append(Request(f"{row.id}\x1fv{i}", piece, replace(
+                decoding, timestamps=long and self.resumes and CHUNK_TIMESTAMPS,
+                max_new_tokens=decoding.max_new_tokens or generation_cap(len(piece) / self.sr)),
+                metadata={"row": row.id, "window": i}))
 
     def _fail_vad(self, state: _VadRow, message: str) -> None:
         self.vad_rows.pop(state.row.id, None)
@@ -239,25 +271,65 @@ class VadTranscriber(Transcriber):
         if out.error:
             self._fail_vad(state, state.row.located(out.error))
             return
-        state.outs[int(out.metadata["window"])] = out
-        if len(state.outs) == len(state.chunks):
-            self.vad_rows.pop(state.row.id)
-            self.active.pop(state.row.id, None)
-            self.ready.append((_stitched_row(state), state.row.text))
+        if "repair" in out.metadata:
+            assert state.coverage is not None
+            job = state.coverage.pending[out.metadata["repair"]]
+            result = state.coverage.outcome(job, out, self.options.fallback)
+            if result is True:
+                self._submit_repair(state, job)
+                return
+            if isinstance(result, Piece):
+                state.pieces.append(result)
+        else:
+            state.outs[int(out.metadata["window"])] = out
+            if len(state.outs) < len(state.chunks):
+                return
+            self._chunks_done(state)
+        if state.coverage is None or not state.coverage.pending:
+            self._finish_vad(state)
 
+    def _chunks_done(self, state: _VadRow) -> None:
+        """Every chunk is back: their pieces, and the repairs of the speech they left out."""
+        shift = state.row.offset
+        timed = bool(state.decoding.word_timestamps)
+        for i, chunk in enumerate(state.chunks):
+            out = state.outs[i]
+            start, end = shift + chunk.start, shift + chunk.end
+            words = [{"word": w.word, "start": round(start + w.start, 3),
+                      "end": round(min(start + w.end, end), 3), "confidence": w.confidence}
+                     for w in out.words or []]
+            model = None
+            if out.segments is not None:  # timestamp mode: the settled segments only
+                model = [{"start": start + a, "end": end if b is None else min(start + b, end),
+                          "text": text} for a, b, text in out.segments]
+            piece = Piece(start, end, out.text, words if timed else None, model, source=out,
+                          kind="chunk")
+            state.pieces.append(trim_piece(piece, shift + chunk.keep_from,
+                                           shift + chunk.keep_to))
+        coverage = state.coverage
+        if coverage is None:
+            return
+        heard = [w for p in state.pieces for w in p.words or []]
+        for gap in coverage.gaps(coverage.speech, heard):
+            for job in coverage.jobs(gap, heard, state.audio, shift, 0):
+                self._submit_repair(state, job)
 
-def _stitched_row(state: _VadRow) -> OutputRow:
-    shift = state.row.offset
-    outs = [state.outs[i] for i in range(len(state.chunks))]
-    segments: list[dict[str, Any]] = []
-    words: list[dict[str, Any]] = []
-    for (start, end), out in zip(state.chunks, outs):
-        if out.text:
-            segments.append({"start": shift + start, "end": shift + end, "text": out.text})
-        words += [{"word": w.word, "start": shift + start + w.start,
-                   "end": shift + min(start + w.end, end), "confidence": w.confidence}
-                  for w in out.words or []]
-    texts = [o.text for o in outs] if state.long else [outs[0].text]
-    return assemble_row(state.row, outs, duration=state.duration_s, texts=texts,
-                        segments=segments if state.long else None,
-                        words=words if state.decoding.word_timestamps else None)
+    def _finish_vad(self, state: _VadRow) -> None:
+        self.vad_rows.pop(state.row.id)
+        self.active.pop(state.row.id, None)
+        pieces = sorted(state.pieces, key=lambda p: p.start)
+        text, segments, words = assemble(pieces)
+        outs = [state.outs[i] for i in range(len(state.chunks))]
+        out = assemble_row(state.row, outs, duration=state.duration_s, texts=[text],
+                           segments=segments, words=words)
+        coverage = state.coverage
+        if coverage is not None and words is not None:
+            out.coverage = coverage.figure(words)
+            warning = coverage.warning(words)
+            if warning:
+                out.warnings.append(warning)
+            self.repairs += coverage.repaired
+            self.coverage_warnings += coverage.warned
+        if self.options.row_check is not None:
+            self.options.row_check(state.row, out)
+        self.ready.append((out, state.row.text))

@@ -66,7 +66,7 @@ def _fits_oracle(texts: list[str], options: CueOptions) -> bool:
 
 def test_pause_cuts_a_cue_and_a_shorter_one_does_not() -> None:
     words = _words([("one", 0.0, 0.5), ("two", 1.1, 1.4), ("three", 1.999, 2.3)])
-    cues = build_cues(words, CueOptions(min_gap_s=0.6))
+    cues = build_cues(words, CueOptions(min_gap_s=0.6, min_duration_s=0.0))
     # 0.5 -> 1.1 is a 600 ms pause: cut; 1.4 -> 1.999 is 599 ms: no cut.
     assert [c.text for c in cues] == ["one", "two three"]
     assert (cues[0].start, cues[0].end) == (0.0, 0.5)
@@ -140,7 +140,7 @@ def test_cjk_lines_wrap_between_characters() -> None:
 def test_times_are_whole_ms_ordered_and_never_overlap() -> None:
     # The sentence end cuts, but the next word starts before the previous one ended.
     words = _words([("Yes.", 0.00049, 1.2), ("No", 1.0, 1.0004), ("way", 1.0004, 0.9)])
-    cues = build_cues(words)
+    cues = build_cues(words, CueOptions(min_duration_s=0.0))
     assert [c.text for c in cues] == ["Yes.", "No way"]
     assert cues[0].start == 0.0 and cues[0].end == 1.0  # pulled back to the next start
     assert cues[1].start == 1.0 and cues[1].end == 1.0  # an end before its start is raised
@@ -149,9 +149,49 @@ def test_times_are_whole_ms_ordered_and_never_overlap() -> None:
 
 def test_options_are_validated() -> None:
     for bad in ({"max_chars": 0}, {"max_lines": 0}, {"max_duration_s": 0.0},
-                {"min_gap_s": -0.1}, {"max_duration_s": float("nan")}):
+                {"min_gap_s": -0.1}, {"max_duration_s": float("nan")},
+                {"min_duration_s": -1.0}, {"min_duration_s": float("inf")}):
         with pytest.raises(ValueError):
             CueOptions(**bad)
+
+
+def test_a_short_cue_is_lengthened_into_the_pauses_only() -> None:
+    # "Oh." collapsed to 60 ms; 0.5 s of pause after it, then a cue that starts at once.
+    words = _words([("Oh.", 1.0, 1.06), ("Then", 1.56, 1.9), ("we", 1.9, 2.0), ("went.", 2.0, 3.0),
+                    ("Ah.", 3.0, 3.03), ("Right", 3.03, 3.5)])
+    cues = build_cues(words, CueOptions(min_duration_s=0.8, min_gap_s=0.4))
+    assert [c.text for c in cues] == ["Oh.", "Then we went.", "Ah.", "Right"]
+    # Its end reaches the next cue's start (0.56 s), then its start moves back 0.24 s.
+    assert (cues[0].start, cues[0].end) == (0.76, 1.56)
+    # Packed between two cues, with no pause on either side: it stays as it was.
+    assert (cues[2].start, cues[2].end) == (3.0, 3.03)
+    assert all(a.end <= b.start for a, b in zip(cues, cues[1:]))
+    # The last cue has room after it.
+    assert cues[3].end - cues[3].start == pytest.approx(0.8)
+
+
+def test_max_line_count_wraps_onto_more_lines() -> None:
+    texts = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    one = build_cues(_flow(texts), CueOptions(max_chars=12, max_lines=1))
+    three = build_cues(_flow(texts), CueOptions(max_chars=12, max_lines=3))
+    assert all("\n" not in c.text and len(c.text) <= 12 for c in one) and len(one) == 3
+    assert [c.text for c in three] == ["alpha beta\ngamma delta\nepsilon zeta"]
+
+
+def test_highlight_words_underlines_each_word_while_it_is_spoken() -> None:
+    words = _words([("Tom", 0.0, 0.3), ("&", 0.5, 0.6), ("Jerry.", 0.6, 1.0)])
+    cues = build_cues(words, CueOptions(highlight_words=True))
+    spans = [(c.start, c.end, c.text[c.underline[0]:c.underline[1]] if c.underline else None)
+             for c in cues]
+    # The pause 0.3-0.5 shows the plain text; every cue shows the whole text.
+    assert spans == [(0.0, 0.3, "Tom"), (0.3, 0.5, None), (0.5, 0.6, "&"), (0.6, 1.0, "Jerry.")]
+    assert {c.text for c in cues} == {"Tom & Jerry."}
+    vtt = to_vtt(cues)
+    assert "00:00:00.500 --> 00:00:00.600\nTom <u>&amp;</u> Jerry." in vtt
+    assert "<u>Tom</u> &amp; Jerry." in vtt
+    assert "00:00:00,600 --> 00:00:01,000\nTom & <u>Jerry.</u>" in to_srt(cues)
+    parsed = list(srt.parse(to_srt(cues)))
+    assert len(parsed) == 4
 
 
 def test_cli_defaults_match_cue_options() -> None:
@@ -162,6 +202,9 @@ def test_cli_defaults_match_cue_options() -> None:
     assert params["max_cue_chars"].default.default == defaults.max_chars
     assert params["max_cue_seconds"].default.default == defaults.max_duration_s
     assert params["cue_gap"].default.default == defaults.min_gap_s
+    assert params["max_line_count"].default.default == defaults.max_lines
+    assert params["min_cue_seconds"].default.default == defaults.min_duration_s
+    assert params["highlight_words"].default.default == defaults.highlight_words
 
 
 _WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=14)
@@ -222,7 +265,7 @@ def _sample_cues() -> list[Cue]:
     words = _flow(["Tom", "&", "Jerry", "<3", "-->", "&lt;", "chase", "the", "mouse."]) + _words(
         [("Later", 3725.4996, 3726.0), ("on", 3726.1, 3726.2)]
     )
-    return build_cues(words, CueOptions(max_chars=12))
+    return build_cues(words, CueOptions(max_chars=12, min_duration_s=0.0))
 
 
 def _ms(seconds: float) -> int:
@@ -303,8 +346,8 @@ def test_folder_mode_files_index_errors_and_silence(tmp_path: Path) -> None:
     ]
     assert (out / "u3.srt").read_text() == "" and list(srt.parse("")) == []
     index = _index(out)
-    cue_meta = json.dumps({"max_chars": 42, "max_duration_s": 7.0, "max_lines": 2,
-                           "min_gap_s": 0.6})
+    cue_meta = json.dumps({"highlight_words": False, "max_chars": 42, "max_duration_s": 7.0,
+                           "max_lines": 2, "min_duration_s": 0.8, "min_gap_s": 0.6})
     assert index[0] == {"metadata": {**META, "cue_options": cue_meta}}
     assert {e["id"]: e["error"] for e in index[1:]} == {
         "u1": None, "u2": "decode failed: bad header", "u3": None}

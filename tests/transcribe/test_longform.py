@@ -57,12 +57,16 @@ def test_longform_wer_within_1_5_of_per_utterance(tmp_path):
           f"over {len(inside)} utterances, {end:.0f} s")
     assert long_wer <= utt_wer + 0.015
 
-    # Segments: in order, on the recording's clock, covering the text.
+    # Segments: phrases, strictly increasing and never overlapping, on the recording's clock,
+    # covering the text.
     segs = row["segments"]
     assert len(segs) >= len(inside) // 2
-    assert all(a["start"] <= b["start"] for a, b in zip(segs, segs[1:]))
+    assert all(s["start"] < s["end"] for s in segs)
+    assert all(a["end"] <= b["start"] for a, b in zip(segs, segs[1:]))
     assert segs[-1]["end"] <= end + 1e-6
     assert " ".join(s["text"] for s in segs if s["text"]) == row["text"]
+    # Every stretch of detected speech has words (what the coverage check repairs).
+    assert row["coverage"] is not None and row["coverage"] >= 0.99
 
     # Word timings (on by default): each utterance's first and last word against where its
     # speech starts and ends. Measured on this stretch: 91.7% of utterances within 0.2 s at

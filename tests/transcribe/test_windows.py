@@ -45,25 +45,22 @@ def test_conformer_long_recording_in_windows_with_word_times(tmp_path):
     assert result.exit_code == 0, result.output
     row = pq.read_table(out).to_pylist()[0]
     assert row["error"] is None
+    # Segments are phrases of the words (the 30 s windows are bookkeeping): in order, never
+    # overlapping, on the recording's clock.
     segs = row["segments"]
-    assert len(segs) == 3  # 65 s in windows of at most 30 s
-    assert segs[0]["start"] == pytest.approx(10.0)
-    assert all(a["end"] == pytest.approx(b["start"]) for a, b in zip(segs, segs[1:]))
-    assert segs[-1]["end"] == pytest.approx(75.0, abs=0.02)
-    assert all(28.0 <= s["end"] - s["start"] <= 30.0 for s in segs[:-1])
+    assert segs and segs[0]["start"] >= 10.0 and segs[-1]["end"] <= 75.0 + 0.02
+    assert all(s["start"] < s["end"] for s in segs)
+    assert all(a["end"] <= b["start"] for a, b in zip(segs, segs[1:]))
     words = row["words"]
     assert words and all(10.0 <= w["start"] <= w["end"] <= 75.0 + 1e-6 for w in words)
-    assert all(a["start"] <= b["start"] for a, b in zip(words, words[1:]))
+    assert all(a["end"] <= b["start"] for a, b in zip(words, words[1:]))
     assert " ".join(s["text"] for s in segs if s["text"]) == row["text"]
 
 
 def test_whisper_resumes_at_the_pause_before_a_late_timestamp():
     """Whisper closed its last segment at 5.0 s, 0.3 s into the next utterance (speech resumes
     at 4.7 s after a pause from 4.0 s); the last timed word ended before the pause."""
-    from types import SimpleNamespace
-
-    from oasr.engine.request import RequestOutput, WordTiming
-    from oasr.transcribe.runner import Transcriber
+    from oasr.transcribe.audio_window import resume_before_onset
 
     sr = 16000
     rng = np.random.default_rng(1)
@@ -72,28 +69,18 @@ def test_whisper_resumes_at_the_pause_before_a_late_timestamp():
     envelope[int(3.5 * sr):int(5.2 * sr)] = 1.0  # voiced right up to the pause and from it
     audio = (0.1 * envelope * rng.standard_normal(8 * sr)).astype(np.float32)
     audio[int(4.0 * sr):int(4.7 * sr)] = 0.0
-    t = Transcriber.__new__(Transcriber)
-    t.sr = sr
-    state = SimpleNamespace(seek=0, window_len=len(audio),
-                            reader=SimpleNamespace(window=lambda seek, n: audio[seek:seek + n]))
-    out = RequestOutput("r", resume_at=5.0, words=[WordTiming("end.", 3.2, 3.98, 0.9)])
-    assert t._resume_before_onset(state, out, 5 * sr) == int(4.7 * sr)
+    assert resume_before_onset(audio, sr, 5.0, 3.98) == pytest.approx(4.7)
     # A word timed across the pause keeps Whisper's point (its text is settled up to there).
-    out.words = [WordTiming("end.", 3.2, 4.9, 0.9)]
-    assert t._resume_before_onset(state, out, 5 * sr) == 5 * sr
+    assert resume_before_onset(audio, sr, 5.0, 4.9) == 5.0
     # A pause ending more than ONSET_LOOKBACK_S before the point does not move it.
-    out.words = [WordTiming("end.", 3.2, 3.98, 0.9)]
-    assert t._resume_before_onset(state, out, int(5.5 * sr)) == int(5.5 * sr)
+    assert resume_before_onset(audio, sr, 5.5, 3.98) == 5.5
 
 
 def test_whisper_keeps_a_resume_point_that_lies_in_a_pause():
     """A burst ends one pause at 4.3 s and another pause runs 4.34-5.5 s; Whisper closed its
     segment at 4.6 s, inside the second: the next utterance has not begun, so the window does
     not move back to the burst (its first word would be put there)."""
-    from types import SimpleNamespace
-
-    from oasr.engine.request import RequestOutput, WordTiming
-    from oasr.transcribe.runner import Transcriber
+    from oasr.transcribe.audio_window import resume_before_onset
 
     sr = 16000
     rng = np.random.default_rng(2)
@@ -102,11 +89,6 @@ def test_whisper_keeps_a_resume_point_that_lies_in_a_pause():
     # Two pauses at a -60 dB noise floor with a 40 ms burst at about -35 dB between them.
     audio[int(3.9 * sr):int(5.5 * sr)] = 0.001 * rng.standard_normal(int(1.6 * sr))
     audio[int(4.3 * sr):int(4.34 * sr)] *= 18
-    t = Transcriber.__new__(Transcriber)
-    t.sr = sr
-    state = SimpleNamespace(seek=0, window_len=len(audio),
-                            reader=SimpleNamespace(window=lambda seek, n: audio[seek:seek + n]))
-    out = RequestOutput("r", resume_at=4.6, words=[WordTiming("end.", 3.2, 3.88, 0.9)])
-    assert t._resume_before_onset(state, out, int(4.6 * sr)) == int(4.6 * sr)
+    assert resume_before_onset(audio, sr, 4.6, 3.88) == 4.6
     # Past the second pause's end (speech again), the rule moves back to that pause's end.
-    assert t._resume_before_onset(state, out, int(5.8 * sr)) == int(5.5 * sr)
+    assert resume_before_onset(audio, sr, 5.8, 3.88) == pytest.approx(5.5)

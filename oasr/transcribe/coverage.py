@@ -1,0 +1,196 @@
+"""Speech the detector found against the words transcribed: a recording's coverage figure and
+the stretches of speech no word covers.
+
+A word covers the speech from ``tolerance_s`` before its start to ``tolerance_s`` after its
+end, but never more than ``max_word_s`` of it: a word the aligner stretched over seconds of
+speech the decoder skipped (a window whose last segment claims 15 s for five words) does not
+hide the skip. An *uncovered stretch* is a run of detected speech no word covers, at least
+``min_gap_s`` long (a breath, a click or a detector's overhang is not worth a decode).
+
+``coverage`` = covered speech seconds / detected speech seconds (1.0 when the detector found no
+speech: nothing was left out). It is measured only where words are timed.
+
+Which detector measures it (:func:`build_coverage_detector`): the run's ``--vad`` detector when
+one is named (its own unpadded speech); otherwise ``--coverage-vad``: ``auto`` is Silero when
+``silero-vad`` is installed and the energy pauses of :mod:`oasr.engine.decode.pauses` (the same
+rule the word timings are snapped with) when it is not; ``none`` measures and repairs nothing.
+Silero is the default because it tells speech from steady noise and music, which an energy rule
+takes for sound; a stretch of such sound "uncovered" would be decoded again for nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from oasr.transcribe.options import COVERAGE_VADS
+
+__all__ = ["COVERAGE_VADS", "CoverageCheck", "CoverageRules", "EnergySpeech", "SegmenterSpeech",
+           "Span", "build_coverage_detector", "covered_seconds", "coverage_figure", "uncovered"]
+
+Span = tuple[float, float]
+# Speech shorter than this is not counted (a click; the presegmenter's own minimum).
+MIN_SPEECH_S = 0.25
+# Pauses shorter than this do not split the energy rule's speech (the presegmenter's).
+MIN_SILENCE_S = 0.16
+
+
+@dataclass(frozen=True)
+class CoverageRules:
+    """How words cover speech (module docstring). Chosen on the tuning speakers
+    (docs/decoding.md, "Long recordings")."""
+
+    tolerance_s: float = 0.3
+    min_gap_s: float = 0.5
+    max_word_s: float = 1.5
+
+    def __post_init__(self) -> None:
+        if self.tolerance_s < 0 or self.min_gap_s <= 0 or self.max_word_s <= 0:
+            raise ValueError(f"coverage rules need tolerance_s >= 0, min_gap_s > 0 and "
+                             f"max_word_s > 0, got {self}")
+
+
+def _get(word: Any, name: str) -> float:
+    return float(word[name] if isinstance(word, Mapping) else getattr(word, name))
+
+
+def _merge(spans: Iterable[Span]) -> list[Span]:
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def word_cover(words: Iterable[Any], rules: CoverageRules) -> list[Span]:
+    """The merged spans the words cover."""
+    spans = []
+    for w in words:
+        start, end = _get(w, "start"), _get(w, "end")
+        end = min(end, start + rules.max_word_s)
+        spans.append((start - rules.tolerance_s, end + rules.tolerance_s))
+    return _merge(spans)
+
+
+def _subtract(speech: Sequence[Span], cover: Sequence[Span]) -> list[Span]:
+    out = []
+    for s, e in speech:
+        pos = s
+        for a, b in cover:
+            if b <= pos or a >= e:
+                continue
+            if a > pos:
+                out.append((pos, a))
+            pos = max(pos, b)
+            if pos >= e:
+                break
+        if pos < e:
+            out.append((pos, e))
+    return out
+
+
+def uncovered(speech: Sequence[Span], words: Iterable[Any],
+              rules: CoverageRules) -> list[Span]:
+    """The stretches of ``speech`` no word covers, each at least ``rules.min_gap_s``."""
+    gaps = _subtract(_merge(speech), word_cover(words, rules))
+    return [(a, b) for a, b in gaps if b - a >= rules.min_gap_s - 1e-9]
+
+
+def covered_seconds(speech: Sequence[Span], words: Iterable[Any],
+                    rules: CoverageRules) -> tuple[float, float]:
+    """(speech seconds covered by words, speech seconds detected)."""
+    merged = _merge(speech)
+    total = sum(e - s for s, e in merged)
+    left = sum(e - s for s, e in _subtract(merged, word_cover(words, rules)))
+    return total - left, total
+
+
+def coverage_figure(speech: Sequence[Span], words: Iterable[Any],
+                    rules: CoverageRules) -> float:
+    """Covered / detected speech seconds, rounded to 1e-4 (1.0 without detected speech)."""
+    covered, total = covered_seconds(speech, words, rules)
+    return round(covered / total, 4) if total > 0 else 1.0
+
+
+# -- detectors ----------------------------------------------------------------------------------
+class SegmenterSpeech:
+    """Speech spans from a presegmenting detector (``vad_segments.RecordingSegmenter``),
+    unpadded and unsplit."""
+
+    def __init__(self, segmenter: Any, name: str) -> None:
+        self.segmenter = segmenter
+        self.name = name
+
+    def __call__(self, audio: np.ndarray, sample_rate: int) -> list[Span]:
+        return self.segmenter.speech(audio, sample_rate)
+
+
+class EnergySpeech:
+    """Speech spans from the word-timing pause rule (:func:`pauses.quiet_frames`): runs of
+    sound at least ``MIN_SPEECH_S``, pauses under ``MIN_SILENCE_S`` bridged."""
+
+    name = "energy"
+
+    def __call__(self, audio: np.ndarray, sample_rate: int) -> list[Span]:
+        from oasr.engine.decode.pauses import HOP_S, quiet_frames
+
+        quiet = quiet_frames(audio, sample_rate)
+        edges = np.diff(np.concatenate(([0], (~quiet).astype(np.int8), [0])))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        spans: list[list[float]] = []
+        for a, b in zip(starts * HOP_S, ends * HOP_S):
+            if spans and a - spans[-1][1] < MIN_SILENCE_S:
+                spans[-1][1] = float(b)
+            else:
+                spans.append([float(a), float(b)])
+        return [(a, b) for a, b in spans if b - a >= MIN_SPEECH_S - 1e-9]
+
+
+def silero_installed() -> bool:
+    return importlib.util.find_spec("silero_vad") is not None
+
+
+def build_coverage_detector(name: str, vad_segmenter: Any = None, vad_name: str = "none",
+                            device: str = "cpu") -> SegmenterSpeech | EnergySpeech | None:
+    """The detector coverage is measured with (module docstring); None for ``none``.
+    ``vad_segmenter``: the run's ``--vad`` segmenter, used whatever ``name`` says but ``none``.
+    Raises ValueError for an unknown name or ``silero`` without its package."""
+    if name not in COVERAGE_VADS:
+        raise ValueError(f"coverage_vad {name!r}: choose one of {', '.join(COVERAGE_VADS)}")
+    if name == "none":
+        return None
+    if vad_segmenter is not None:
+        return SegmenterSpeech(vad_segmenter, vad_name)
+    if name == "energy" or (name == "auto" and not silero_installed()):
+        return EnergySpeech()
+    if not silero_installed():
+        raise ValueError("coverage_vad silero: silero-vad is not installed; pip install "
+                         "'oasr[vad]', or pass --coverage-vad energy")
+    from oasr.transcribe.vad_segments import build_recording_segmenter
+
+    return SegmenterSpeech(build_recording_segmenter("silero", device=device), "silero")
+
+
+@dataclass(frozen=True)
+class CoverageCheck:
+    """What a runner measures coverage with: the detector and the rules; ``repair``: whether
+    uncovered stretches are decoded again (off: measured and reported only)."""
+
+    detector: Any  # SegmenterSpeech | EnergySpeech
+    rules: CoverageRules = CoverageRules()
+    repair: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.detector.name
+
+    def with_rules(self, **changes: float) -> CoverageCheck:
+        return replace(self, rules=replace(self.rules, **changes))

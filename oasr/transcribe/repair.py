@@ -1,0 +1,170 @@
+"""One recording's coverage while it is decoded: the speech detected so far, the stretches of it
+no word covered, and their repair decodes.
+
+A stretch of speech (:mod:`oasr.transcribe.coverage`) left uncovered by the decode that should
+have covered it is decoded again on its own: the stretch's audio padded with up to ``PAD_S`` of
+the pauses around it (never reaching a word already transcribed), split into pieces no longer
+than the model's window, without the previous-text prompt and without timestamps, at each of
+``REPAIR_TEMPERATURES`` in turn (a temperature above 0 is sampled, seeded per stretch and
+attempt). An attempt is kept unless Whisper's no-speech guard calls it silent; one whose text
+fails the fallback thresholds (compression ratio, mean log-probability) goes on to the next
+temperature, the last one's standing, as in Whisper's own fallback. Of what it decodes, only
+the words inside the stretch (within the coverage tolerance) are kept. A stretch that still
+has no word is *unrepaired*: the row's ``coverage`` counts it and the row carries a warning.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from oasr.engine.request import DecodingOptions, RequestOutput
+from oasr.transcribe.coverage import CoverageCheck, Span, coverage_figure, uncovered
+from oasr.transcribe.fallback import TemperatureFallback
+from oasr.transcribe.generation_limits import generation_cap
+from oasr.transcribe.segments import Piece, trim_piece
+
+__all__ = ["PAD_S", "REPAIR_TEMPERATURES", "RepairJob", "RowCoverage"]
+
+REPAIR_TEMPERATURES = (0.0, 0.4)
+PAD_S = 0.25
+# The guard's thresholds where the run sets none (decode again at most; keep no silence).
+_GUARD = TemperatureFallback()
+
+
+@dataclass
+class RepairJob:
+    """One stretch's repair decode in flight: ``span`` the uncovered stretch, ``audio_start``
+    where its audio begins (both on the recording's clock), ``group`` the piece of the run it
+    belongs to (a window index)."""
+
+    span: Span
+    audio_start: float
+    audio: np.ndarray
+    group: int = 0
+    attempt: int = 0
+    key: int = 0
+
+
+@dataclass
+class RowCoverage:
+    """A recording's speech and its repairs. All times on the recording's clock (the row's
+    ``offset`` included)."""
+
+    check: CoverageCheck
+    sample_rate: int
+    window_s: float
+    speech: list[Span] = field(default_factory=list)
+    unrepaired: list[Span] = field(default_factory=list)
+    repaired: int = 0
+    pending: dict[int, RepairJob] = field(default_factory=dict)
+    warned: bool = False  # the row carries the warning of speech left without words
+    _next_key: int = 0
+
+    def detect(self, audio: np.ndarray, start: float) -> list[Span]:
+        """Speech in ``audio``, which begins at ``start``."""
+        return [(start + a, start + b) for a, b in self.check.detector(audio, self.sample_rate)]
+
+    def settle(self, spans: list[Span], lo: float, hi: float) -> list[Span]:
+        """``spans`` clipped to ``[lo, hi)``, the part of the recording now settled, and kept."""
+        kept = [(max(a, lo), min(b, hi)) for a, b in spans if b > lo and a < hi]
+        self.speech += kept
+        return kept
+
+    def gaps(self, speech: list[Span], words: list[dict[str, Any]]) -> list[Span]:
+        return uncovered(speech, words, self.check.rules)
+
+    def jobs(self, stretch: Span, words: list[dict[str, Any]], audio: np.ndarray,
+             audio_start: float, group: int) -> list[RepairJob]:
+        """Repair decodes of ``stretch`` cut from ``audio`` (beginning at ``audio_start``):
+        padded into the pauses around it short of the nearest words, at most a window each."""
+        before = max((w["end"] for w in words if w["end"] <= stretch[0]), default=audio_start)
+        after = min((w["start"] for w in words if w["start"] >= stretch[1]),
+                    default=audio_start + len(audio) / self.sample_rate)
+        lo = max(stretch[0] - PAD_S, before, audio_start)
+        hi = min(stretch[1] + PAD_S, after, audio_start + len(audio) / self.sample_rate)
+        jobs = []
+        step = self.window_s
+        t = lo
+        while t < hi - 1e-6:
+            end = min(t + step, hi)
+            a = int(round((t - audio_start) * self.sample_rate))
+            b = int(round((end - audio_start) * self.sample_rate))
+            piece = (max(stretch[0], t), min(stretch[1], end))
+            jobs.append(RepairJob(piece, t, audio[a:b].copy(), group, key=self._next_key))
+            self._next_key += 1
+            t = end
+        if not self.check.repair:
+            self.unrepaired += [j.span for j in jobs]
+            return []
+        for job in jobs:
+            self.pending[job.key] = job
+        return jobs
+
+    def decoding(self, base: DecodingOptions, job: RepairJob, row_id: str,
+                 seed: int) -> DecodingOptions:
+        """The repair's request options: no prompt, no timestamps, the attempt's temperature."""
+        temperature = REPAIR_TEMPERATURES[job.attempt]
+        draw = (zlib.crc32(f"{seed}\x1f{row_id}\x1frepair\x1f{job.span[0]:.3f}\x1f"
+                           f"{job.attempt}".encode()) & 0x7FFFFFFF)
+        return replace(base, prompt=None, timestamps=False, temperature=temperature,
+                       seed=draw if temperature > 0 else None,
+                       max_new_tokens=generation_cap(len(job.audio) / self.sample_rate))
+
+    def outcome(self, job: RepairJob, out: RequestOutput,
+                fallback: TemperatureFallback | None) -> Piece | bool:
+        """A kept repair's piece; True: decode again at the next temperature; False: the
+        stretch stays unrepaired."""
+        guard = fallback or _GUARD
+        last = job.attempt + 1 >= len(REPAIR_TEMPERATURES)
+        words = self._inside(job, out)
+        if guard.silent(out) or not words:
+            return self._retry(job, last)
+        if guard.failed(out) is not None and not last:
+            return self._retry(job, last)
+        self.pending.pop(job.key, None)
+        self.repaired += 1
+        tol = self.check.rules.tolerance_s
+        end = job.audio_start + len(job.audio) / self.sample_rate
+        whole = Piece(job.audio_start, end, out.text, self._words(job, out),
+                      temperature=REPAIR_TEMPERATURES[job.attempt], source=out, kind="repair")
+        return trim_piece(whole, job.span[0] - tol, job.span[1] + tol)
+
+    def _retry(self, job: RepairJob, last: bool) -> bool:
+        if last:
+            self.pending.pop(job.key, None)
+            self.unrepaired.append(job.span)
+            return False
+        job.attempt += 1
+        return True
+
+    def _words(self, job: RepairJob, out: RequestOutput) -> list[dict[str, Any]]:
+        end = job.audio_start + len(job.audio) / self.sample_rate
+        return [{"word": w.word, "start": round(min(job.audio_start + w.start, end), 3),
+                 "end": round(min(job.audio_start + w.end, end), 3), "confidence": w.confidence}
+                for w in out.words or []]
+
+    def _inside(self, job: RepairJob, out: RequestOutput) -> list[dict[str, Any]]:
+        """The decoded words inside the stretch (their middle within the tolerance)."""
+        tol = self.check.rules.tolerance_s
+        lo, hi = job.span[0] - tol, job.span[1] + tol
+        return [w for w in self._words(job, out) if lo <= (w["start"] + w["end"]) / 2 < hi]
+
+    def figure(self, words: list[dict[str, Any]]) -> float:
+        return coverage_figure(self.speech, words, self.check.rules)
+
+    def warning(self, words: list[dict[str, Any]]) -> str | None:
+        """The row's warning when detected speech stayed without words after the repairs."""
+        left = uncovered(self.speech, words, self.check.rules)
+        if not left:
+            return None
+        self.warned = True
+        seconds = sum(b - a for a, b in left)
+        where = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in left[:3])
+        more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+        return (f"{seconds:.1f} s of speech ({self.check.name} detector) has no transcribed "
+                f"words after decoding it again: {where}{more} (coverage "
+                f"{self.figure(words):.1%})")

@@ -1,0 +1,131 @@
+"""Coverage repair end to end on a scripted engine (tests/transcribe/scripted_engine.py): a
+window that skips speech has the stretch decoded again on its own, a window that stops short
+makes the next window start at the speech it skipped, speech nothing transcribes is reported,
+and VAD-batched chunks joined inside speech lose and double no word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from oasr.io import ManifestRow
+from oasr.transcribe.coverage import CoverageCheck, EnergySpeech
+from oasr.transcribe.repair import PAD_S, REPAIR_TEMPERATURES
+from oasr.transcribe.runner import TranscribeOptions, Transcriber
+from oasr.transcribe.vad_segments import VadRecording, VadTranscriber
+from tests.transcribe.scripted_engine import SR, ScriptedEngine, burst_audio, find_bursts
+
+
+def _row(tmp_path: Path, bursts: list[tuple[float, float]], seconds: float) -> ManifestRow:
+    path = tmp_path / "rec.wav"
+    sf.write(path, burst_audio(bursts, seconds), SR, subtype="FLOAT")
+    return ManifestRow("rec", str(path), source=str(path))
+
+
+def _options(**kw) -> TranscribeOptions:
+    return TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
+                             coverage=CoverageCheck(EnergySpeech()), **kw)
+
+
+def _run(transcriber: Transcriber, row: ManifestRow):
+    outs = list(transcriber.run(iter([row])))
+    assert len(outs) == 1
+    return outs[0][0]
+
+
+def _is_repair(request) -> bool:
+    return "repair" in request.metadata
+
+
+def test_a_window_that_skips_speech_has_the_stretch_decoded_again(tmp_path):
+    row = _row(tmp_path, [(0.5, 2.0), (3.0, 4.5), (5.5, 7.0)], 8.0)
+    # The window's decode skips the middle word; a decode of that stretch alone hears it.
+    engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1)
+    settled = []
+    out = _run(Transcriber(engine, _options(on_settled=settled.append)), row)
+    assert out.text == "w0 w1 w2"
+    assert [w["word"] for w in out.words] == ["w0", "w1", "w2"]
+    assert out.coverage == 1.0 and not out.warnings
+    window, repair = engine.requests
+    assert not _is_repair(window) and _is_repair(repair)
+    # Its own audio (the stretch and the pauses around it, short of the words beside it),
+    # no prompt, no timestamps, the first repair temperature.
+    assert 2.0 * SR <= len(repair.audio) <= 2.6 * SR
+    assert repair.decoding.prompt is None and not repair.decoding.timestamps
+    assert repair.decoding.temperature == REPAIR_TEMPERATURES[0]
+    # Reported once, with the repair's words in place, segments in order.
+    assert len(settled) == 1 and [w["word"] for w in settled[0].words] == ["w0", "w1", "w2"]
+    segs = out.segments
+    assert all(a["end"] <= b["start"] for a, b in zip(segs, segs[1:]))
+    assert " ".join(s["text"] for s in segs) == out.text
+
+
+def test_speech_nothing_transcribes_is_reported(tmp_path):
+    row = _row(tmp_path, [(0.5, 2.0), (3.0, 4.5), (5.5, 7.0)], 8.0)
+    engine = ScriptedEngine(lambda req, k: k != 1)  # the repairs do not hear it either
+    transcriber = Transcriber(engine, _options())
+    out = _run(transcriber, row)
+    assert out.text == "w0 w2"
+    repairs = [r for r in engine.requests if _is_repair(r)]
+    # Every repair temperature was tried, sampled ones seeded.
+    assert [r.decoding.temperature for r in repairs] == list(REPAIR_TEMPERATURES)
+    assert all((r.decoding.seed is not None) == (r.decoding.temperature > 0) for r in repairs)
+    assert out.coverage is not None and 0.6 < out.coverage < 0.8  # 1.5 of ~4.5 s left out
+    assert len(out.warnings) == 1 and "3.0-4.5 s" in out.warnings[0]
+    assert transcriber.coverage_warnings == 1 and transcriber.repairs == 0
+
+
+def test_a_window_that_stops_short_resumes_at_the_speech_it_skipped(tmp_path):
+    bursts = [(0.5 + 1.5 * i, 1.5 + 1.5 * i) for i in range(12)]  # to 18 s
+    row = _row(tmp_path, bursts, 19.0)
+    # The first window (0-10 s) decodes its first three words and stops: what follows in it
+    # is speech no word covers, so the next window starts there instead of at 10 s.
+    engine = ScriptedEngine(lambda req, k: req.metadata.get("window") != 0 or k < 3)
+    out = _run(Transcriber(engine, _options()), row)
+    assert [w["word"] for w in out.words] == [f"w{k}" for k in range(12)]
+    windows = [r for r in engine.requests if not _is_repair(r)]
+    assert len(windows) == 3 and not any(_is_repair(r) for r in engine.requests)
+    # The second window starts PAD_S before the first skipped word (5.0 s): its first word
+    # lies 0.25 s into it.
+    assert len(windows[0].audio) / SR >= 9.0
+    assert find_bursts(windows[1].audio)[0][1] == pytest.approx(PAD_S, abs=0.03)
+    assert out.coverage == 1.0
+    starts = [w["start"] for w in out.words]
+    assert starts == sorted(starts) and abs(starts[3] - 5.0) < 0.05
+
+
+class _FixedSegmenter:
+    """A presegmenter that returns the given segments and speech whatever the audio."""
+
+    def __init__(self, segments, speech):
+        self.segments, self.speech_spans = segments, speech
+
+    def batch(self, audios, sample_rate, max_segment_s):
+        return [VadRecording(self.segments, len(a) / sample_rate, self.speech_spans)
+                for a in audios]
+
+
+@pytest.mark.parametrize("timed", [True, False])
+def test_a_vad_chunk_join_inside_speech_loses_and_doubles_no_word(tmp_path, timed):
+    # Continuous speech (0.3 s words, 0.1 s apart) split at 10.97 s, inside word 27
+    # (10.85-11.15): the chunks overlap there and the word is kept once, decoded whole.
+    bursts = [(0.05 + 0.4 * i, 0.35 + 0.4 * i) for i in range(50)]  # to 20 s
+    row = _row(tmp_path, bursts, 20.2)
+    engine = ScriptedEngine(lambda req, k: True, window_s=13.0)
+    segmenter = _FixedSegmenter([(0.0, 10.97), (10.97, 20.2)], [(0.0, 20.2)])
+    options = _options() if timed else TranscribeOptions(inputs=[], decode_workers=0)
+    out = _run(VadTranscriber(engine, options, segmenter), row)
+    chunks = [r for r in engine.requests if not _is_repair(r)]
+    assert len(chunks) == 2
+    if not timed:
+        # Without word times nothing tells the sides apart: no overlap is read, and the word
+        # the join cuts comes out as two fragments (what the overlap exists to prevent).
+        assert sum(len(c.audio) for c in chunks) == int(20.2 * SR)
+        assert "w27~ w27~" in out.text
+        return
+    assert len(chunks[0].audio) / SR == pytest.approx(11.97, abs=0.01)
+    assert [w["word"] for w in out.words] == [f"w{k}" for k in range(50)]
+    assert out.text == " ".join(f"w{k}" for k in range(50))
+    assert out.coverage == 1.0
