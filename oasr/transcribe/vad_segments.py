@@ -34,7 +34,7 @@ from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request, RequestOutput
 from oasr.io import ManifestRow, OutputRow
 from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
-from oasr.transcribe.runner import TranscribeOptions, Transcriber
+from oasr.transcribe.runner import TranscribeOptions, Transcriber, window_options
 from oasr.vad import VADS, SpeechDetector, build_detector
 from oasr.vad.segmenter import SegmenterConfig, segment
 
@@ -200,10 +200,8 @@ class VadTranscriber(Transcriber):
         # Chunks decode in parallel: each takes the initial prompt (faster-whisper's batched
         # pipeline does the same), never the text of another chunk.
         prompt = row.prompt if row.prompt is not None else self.options.initial_prompt
-        decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task, prompt=prompt,
-                                   word_timestamps=self.options.word_timestamps,
-                                   max_new_tokens=self.options.max_new_tokens)
+        decoding = replace(window_options(self.options, row), prompt=prompt,
+                           max_new_tokens=self.options.max_new_tokens)
         if not rec.segments:
             words = bool(decoding.word_timestamps)
             self.ready.append((no_speech_row(row, rec.duration_s, words, len(audio) > self.window),
@@ -218,7 +216,10 @@ class VadTranscriber(Transcriber):
         for i, (start, end) in enumerate(chunks):
             piece = audio[int(round(start * self.sr)):int(round(end * self.sr))]
             # A request refused at admission comes back from the engine as an error output.
-            self._queue.append(Request(f"{row.id}\x1fv{i}", piece, decoding,
+            # The prefix opens the recording: its first chunk only, as faster-whisper.
+            chunk = replace(decoding, prefix=self.options.search.get("prefix") if i == 0
+                            else None)
+            self._queue.append(Request(f"{row.id}\x1fv{i}", piece, chunk,
                                        metadata={"row": row.id, "window": i}))
 
     def _fail_vad(self, state: _VadRow, message: str) -> None:
