@@ -105,8 +105,11 @@ class Model:
         (``prompt`` is the same), ``condition_on_previous_text``,
         ``prompt_reset_on_temperature``, ``max_new_tokens``, ``temperature`` (one value or the
         fallback schedule), ``compression_ratio_threshold``, ``log_prob_threshold``,
-        ``no_speech_threshold``, ``seed``, ``language_check``), ``beam_size``, ``vad_filter``
-        and ``vad_parameters`` (faster-whisper's names); faster-whisper's other keywords raise
+        ``no_speech_threshold``, ``seed``, ``language_check``, and the search options
+        ``best_of``, ``patience``, ``length_penalty``, ``repetition_penalty``,
+        ``no_repeat_ngram_size``, ``suppress_tokens``, ``suppress_blank``, ``prefix``,
+        ``hotwords``, ``hotwords_score``), ``beam_size``, ``vad_filter`` and
+        ``vad_parameters`` (faster-whisper's names); faster-whisper's other keywords raise
         naming why (``oasr.api.keywords.REFUSED``).
 
         Raises:

@@ -2,7 +2,7 @@
 
 Every keyword of faster-whisper's ``WhisperModel.transcribe`` is either taken (most under the
 same name, see :data:`TAKEN`) or refused with the reason in :data:`REFUSED`; the test
-``tests/api/test_faster_whisper_names.py`` walks faster-whisper's signature (recorded in
+``tests/api/test_faster_whisper_shape.py`` walks faster-whisper's signature (recorded in
 ``tests/fixtures/faster_whisper_transcribe.json``) against both, so a name is never silently
 ignored.
 """
@@ -23,22 +23,13 @@ VAD_PARAMETERS = {"threshold": "vad_threshold", "neg_threshold": "vad_neg_thresh
                   "speech_pad_ms": "vad_speech_pad_ms",
                   "max_speech_duration_s": "vad_max_segment_s"}
 
-# Keywords taken per call: the request options, plus beam_size (an engine over the same weights
-# per beam width) and faster-whisper's VAD switch and parameters.
+# Keywords taken per call: the request options (faster-whisper's search options among them),
+# plus beam_size (an engine over the same weights per beam width) and faster-whisper's VAD
+# switch and parameters.
 TAKEN = (*CALL_OPTIONS, "beam_size", "vad_filter", "vad_parameters")
 
 REFUSED = {
     "log_progress": "progress is the command line's (oasr transcribe --progress log)",
-    "best_of": "sampling keeps one candidate per temperature (best_of not served yet)",
-    "patience": "beam search stops at beam_size finished hypotheses (patience not served yet)",
-    "length_penalty": "beam hypotheses are ranked by mean log-probability (not served yet)",
-    "repetition_penalty": "not served yet; repetition loops are cut by the generation cap "
-                          "and the temperature fallback",
-    "no_repeat_ngram_size": "not served yet",
-    "prefix": "not served yet (initial_prompt conditions the first window)",
-    "suppress_blank": "Whisper's own suppression at the first step always applies",
-    "suppress_tokens": "the model's own suppress list always applies (custom lists not "
-                       "served yet)",
     "without_timestamps": "timestamp mode is chosen per window (long recordings need it)",
     "max_initial_timestamp": "fixed at Whisper's 1.0 s",
     "prepend_punctuations": "punctuation attaches to words by the word-timing pass's own rule",
@@ -47,7 +38,6 @@ REFUSED = {
     "chunk_length": "the model's window is fixed by its checkpoint",
     "clip_timestamps": "not served: cut the audio, or give rows with offset/duration",
     "hallucination_silence_threshold": "not served (the no-speech guard and --vad serve)",
-    "hotwords": "not served yet (initial_prompt carries names and spellings)",
     "language_detection_threshold": "language is detected once per recording",
     "language_detection_segments": "language is detected on the first window",
 }

@@ -79,6 +79,9 @@ class Transcript:
     language: str | None
     duration: float
     confidence: float | None = None
+    # The detected language's probability (None when the language was given or the model is
+    # English-only): the output column of that name.
+    language_probability: float | None = None
     finish_reason: str | None = None
     source: str = ""
     index: int = 0
@@ -103,6 +106,7 @@ def transcript_from_row(out: OutputRow, index: int, source: str) -> Transcript:
         segments = []
     return Transcript(text=out.text or "", segments=segments, words=words_from_dicts(out.words),
                       language=out.language, duration=duration, confidence=out.confidence,
+                      language_probability=out.language_probability,
                       finish_reason=out.finish_reason, source=source, index=index,
                       error=out.error, warnings=list(out.warnings),
                       token_ids=list(out.token_ids or []), coverage=out.coverage)

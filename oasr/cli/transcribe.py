@@ -95,6 +95,46 @@ def transcribe_command(
         None, "--max-new-tokens",
         help="Tokens a window may generate (autoregressive families; the model's own limit "
              "still applies). Default: scaled with the window's audio, 12 a second."),
+    best_of: int = typer.Option(
+        1, "--best-of",
+        help="Sampling (temperature > 0): decode this many candidates per window and keep the "
+             "best by length-normalised log-probability (faster-whisper's default is 5)."),
+    patience: float | None = typer.Option(
+        None, "--patience",
+        help="Beam search: a window ends once beam_size x patience hypotheses finished "
+             "(default 1.0)."),
+    length_penalty: float | None = typer.Option(
+        None, "--length-penalty",
+        help="Beam and --best-of ranking: sum log p / length ** this (default: the decode "
+             "family's, 1.0)."),
+    repetition_penalty: float = typer.Option(
+        1.0, "--repetition-penalty",
+        help="Divide a positive logit (multiply a negative one) of a token already in the "
+             "window's transcript by this; 1 is off."),
+    no_repeat_ngram_size: int = typer.Option(
+        0, "--no-repeat-ngram-size",
+        help="Never repeat an n-gram of this many tokens within a window's transcript; 0 is "
+             "off."),
+    suppress_tokens: str = typer.Option(
+        "-1", "--suppress-tokens",
+        help="Token ids never generated, comma-separated; -1 is the model's own list, '' "
+             "suppresses nothing."),
+    suppress_blank: bool = typer.Option(
+        True, "--suppress-blank/--no-suppress-blank",
+        help="Whisper: no blank or end of text as a window's first token."),
+    prefix: str | None = typer.Option(
+        None, "--prefix",
+        help="Whisper: text forced as the start of each recording's transcript (first window "
+             "only; the output includes it)."),
+    hotwords: str | None = typer.Option(
+        None, "--hotwords",
+        help="Words to favour. Whisper: text put in each window's prompt (not the window a "
+             "--prefix opens); CTC and transducer families: comma-separated phrases boosted "
+             "in the beam search."),
+    hotwords_score: float | None = typer.Option(
+        None, "--hotwords-score",
+        help="CTC and transducer: bonus per matched hotword token (default: the family's "
+             "hotwords_score, 1.5)."),
     temperature: str = typer.Option(
         "0", "--temperature",
         help="Sampling temperature, or Whisper's fallback schedule as a comma list (faster-"

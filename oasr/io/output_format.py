@@ -61,6 +61,9 @@ class OutputRow:
     confidence: float | None = None
     duration: float | None = None
     language: str | None = None
+    # The probability of ``language`` as the model detected it (None when given, or
+    # English-only).
+    language_probability: float | None = None
     finish_reason: str | None = None
     error: str | None = None
     passthrough: dict[str, Any] = field(default_factory=dict)

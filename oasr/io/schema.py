@@ -43,6 +43,7 @@ _FIXED_FIELDS: tuple[pa.Field, ...] = (
     pa.field("confidence", pa.float64()),
     pa.field("duration", pa.float64()),
     pa.field("language", pa.string()),
+    pa.field("language_probability", pa.float64()),
     pa.field("finish_reason", pa.string()),
     pa.field("error", pa.string()),
     pa.field("coverage", pa.float64()),

@@ -3,7 +3,7 @@ into a folder.
 
 json is the shape ``whisper``'s CLI writes (and ``faster-whisper`` users parse)::
 
-    {"text": "...", "language": "en", "duration": 12.345,
+    {"text": "...", "language": "en", "language_probability": 0.98, "duration": 12.345,
      "segments": [{"id": 0, "start": 0.0, "end": 4.52, "text": "...",
                    "words": [{"word": "...", "start": 0.0, "end": 0.31, "probability": 0.97}]}]}
 
@@ -62,6 +62,7 @@ def render_json(row: OutputRow) -> tuple[str, str]:
     doc = {
         "text": (row.text or "").strip(),
         "language": row.language,
+        "language_probability": row.language_probability,
         "duration": None if row.duration is None else _ms(row.duration),
         "segments": [
             {"id": i, "start": _ms(s["start"]), "end": _ms(s["end"]), "text": s["text"],

@@ -20,14 +20,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-__all__ = ["CALL_OPTIONS", "CallKeywords", "DecodeOptions", "FallbackOptions", "ModelOptions",
-           "OptionsError", "OutputOptions", "RunKeywords", "RunOptions", "VadOptions",
-           "parse_temperatures"]
+__all__ = ["CALL_OPTIONS", "SEARCH_OPTIONS", "CallKeywords", "DecodeOptions",
+           "FallbackOptions", "ModelOptions", "OptionsError", "OutputOptions", "RunKeywords",
+           "RunOptions", "VadOptions", "parse_temperatures"]
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 _DTYPES = ("auto", "fp32", "float32", "fp16", "float16", "bf16", "bfloat16")
 EMITTABLE = ("token_ids",)
 COVERAGE_VADS = ("auto", "silero", "energy", "none")  # oasr.transcribe.coverage
+CHECKPOINT_SUPPRESS = -1  # oasr.engine.request's stand-in for the checkpoint's suppress list
+# DecodeOptions fields that are DecodingOptions fields of the same name on every window.
+SEARCH_OPTIONS = ("best_of", "patience", "length_penalty", "repetition_penalty",
+                  "no_repeat_ngram_size", "suppress_tokens", "suppress_blank", "prefix",
+                  "hotwords", "hotwords_score")
 CUDA_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cu126"
 
 
@@ -106,12 +111,56 @@ class DecodeOptions:
     # A window kept above this temperature does not prompt the next (faster-whisper's).
     prompt_reset_on_temperature: float = 0.5
     language_check: bool = True
+    # The search options of every window, faster-whisper's names (``DecodingOptions`` holds
+    # their semantics; docs/decoding.md): sampled candidates kept per window, beam patience
+    # and length ranking (None: the family's), repetition rules, suppressed ids (-1: the
+    # checkpoint's list; empty: none), the blank suppression on the first token.
+    best_of: int = 1
+    patience: float | None = None
+    length_penalty: float | None = None
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    suppress_tokens: tuple[int, ...] = (CHECKPOINT_SUPPRESS,)
+    suppress_blank: bool = True
+    # Whisper: text forced as the first window's first tokens (the output includes it).
+    prefix: str | None = None
+    # Whisper: text in every window's prompt; CTC / transducer: comma-separated phrases boosted
+    # in the beam, each matched token worth hotwords_score (None: the family's).
+    hotwords: str | tuple[str, ...] | None = None
+    hotwords_score: float | None = None
 
     def validate(self) -> None:
         if self.beam_size is not None and self.beam_size < 1:
             raise OptionsError("beam_size", f" must be >= 1, got {self.beam_size}")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise OptionsError("max_new_tokens", f" must be >= 1, got {self.max_new_tokens}")
+        if self.best_of < 1:
+            raise OptionsError("best_of", f" {self.best_of}: must be >= 1 (sampled candidates "
+                               "per window; 1 keeps the one drawn)")
+        if self.patience is not None and not self.patience > 0:
+            raise OptionsError("patience", f" {self.patience}: must be > 0 (1.0: stop at "
+                               "beam_size finished hypotheses)")
+        if self.repetition_penalty <= 0:
+            raise OptionsError("repetition_penalty", f" {self.repetition_penalty}: must be > 0 "
+                               "(1.0: off; above 1 discourages repeats)")
+        if self.no_repeat_ngram_size < 0:
+            raise OptionsError("no_repeat_ngram_size", f" {self.no_repeat_ngram_size}: must be "
+                               ">= 0 (0: off)")
+        bad = [t for t in self.suppress_tokens if t < CHECKPOINT_SUPPRESS]
+        if bad:
+            raise OptionsError("suppress_tokens", f" {bad[0]}: token ids are >= 0, and -1 "
+                               "stands for the checkpoint's list (e.g. -1 or -1,50362)")
+        if self.hotwords_score is not None:
+            if self.hotwords_score < 0:
+                raise OptionsError("hotwords_score", f" {self.hotwords_score}: must be >= 0")
+            if not self.hotwords:
+                raise OptionsError("hotwords_score", " boosts the hotwords, and none are "
+                                   "given: add --hotwords (hotwords=...)")
+
+    def search_options(self) -> dict[str, Any]:
+        """The ``DecodingOptions`` fields of the same name these options set (the runner puts
+        ``prefix`` on a recording's first window only, as faster-whisper)."""
+        return {name: getattr(self, name) for name in SEARCH_OPTIONS}
 
     def family_options(self) -> dict[str, Any]:
         """``decode_options`` with ``beam_size`` filled in where it does not set it."""
@@ -281,11 +330,29 @@ def _normalise(name: str, value: Any) -> Any:
         from oasr.engine.decode.options import parse_decode_option
 
         return dict(parse_decode_option(str(v)) for v in value or ())
+    if name == "suppress_tokens":
+        return _suppress_tokens(value)
+    if name == "hotwords" and isinstance(value, (list, tuple)):
+        return tuple(str(v) for v in value)
     if name == "emit":
         if isinstance(value, str):
             value = value.split(",")
         return tuple(str(v).strip() for v in value or () if str(v).strip())
     return value
+
+
+def _suppress_tokens(value: Any) -> tuple[int, ...]:
+    """``"-1,50362"`` (the CLI's), a list of ids, or None / empty (nothing suppressed)."""
+    if value is None:
+        return ()
+    if isinstance(value, int):
+        return (value,)
+    items = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        return tuple(int(str(v).strip()) for v in items if str(v).strip())
+    except ValueError:
+        raise OptionsError("suppress_tokens", f" {value!r}: expected token ids, comma-separated "
+                           "(-1: the checkpoint's list; empty: suppress nothing)") from None
 
 
 class CallKeywords(TypedDict, total=False):
@@ -299,6 +366,16 @@ class CallKeywords(TypedDict, total=False):
     prompt_reset_on_temperature: float
     language_check: bool
     max_new_tokens: int | None
+    best_of: int
+    patience: float | None
+    length_penalty: float | None
+    repetition_penalty: float
+    no_repeat_ngram_size: int
+    suppress_tokens: int | str | list[int] | tuple[int, ...] | None
+    suppress_blank: bool
+    prefix: str | None
+    hotwords: str | list[str] | tuple[str, ...] | None
+    hotwords_score: float | None
     temperature: float | tuple[float, ...] | list[float]
     compression_ratio_threshold: float
     log_prob_threshold: float

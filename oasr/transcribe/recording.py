@@ -91,6 +91,7 @@ class RowState:
     # timestamps included, since the last reset).
     prompt_text: str | None = None
     prompt_ids: list[int] | None = None
+    prefix: str | None = None  # forced on the first window decoded (and its retries) only
 
 
 def cover_window(state: RowState, group: WindowGroup, words: list[dict[str, Any]],

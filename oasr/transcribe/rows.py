@@ -6,7 +6,9 @@ row they make:
 
 - ``text``: the pieces' texts joined with spaces (one piece: its text as decoded);
 - ``confidence``: the token-weighted mean of the pieces' confidences;
-- ``language``: the language most pieces report;
+- ``language``: the language most pieces report; ``language_probability`` its probability,
+  the mean over the pieces that detected a language (None when none did: given, or an
+  English-only model);
 - ``finish_reason``: from :data:`FINISH_REASONS` (the output schema's vocabulary): the worst a
   piece reports (``repetition`` before ``length`` before ``stop``), or ``no_speech`` when no
   piece was kept (digital silence, Whisper's no-speech guard, or a speech detector that found
@@ -60,8 +62,11 @@ def assemble_row(row: ManifestRow, outs: Sequence[RequestOutput], *, duration: f
     reason = next((r for r in _WORST_FIRST if r in reasons), None)
     languages = [o.language for o in outs if o.language]
     language = max(set(languages), key=languages.count) if languages else None
+    measured = [dict(o.all_language_probs).get(language) for o in outs if o.all_language_probs]
+    measured = [p for p in measured if p is not None]
     text = texts[0] if len(texts) == 1 else " ".join(t for t in texts if t)
     return OutputRow(id=row.id, text=text, words=words, segments=segments, confidence=confidence,
-                     duration=duration, language=language, finish_reason=reason, error=None,
-                     passthrough=row.passthrough,
+                     duration=duration, language=language,
+                     language_probability=(sum(measured) / len(measured) if measured else None),
+                     finish_reason=reason, error=None, passthrough=row.passthrough,
                      token_ids=[int(t) for o in outs for t in o.token_ids])

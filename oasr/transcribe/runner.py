@@ -107,6 +107,9 @@ class TranscribeOptions:
     prompt_reset_on_temperature: float = 0.5
     # Tokens a window may generate; None: scaled with the window's audio (generation_cap).
     max_new_tokens: int | None = None
+    # ``DecodingOptions`` fields every window takes (``DecodeOptions.search_options``: best_of,
+    # patience, ..., hotwords), but ``prefix``: a recording's first decoded window only.
+    search: dict[str, Any] = field(default_factory=dict)
     # Called with each kept window of the sequential runner as it settles (SettledWindow), in
     # the recording's order, before the row finishes: what a lazy segment reader follows.
     on_settled: Callable[[Any], Any] | None = None
@@ -248,10 +251,9 @@ class Transcriber:
         chunks = self._prefetch.take(row) if self._prefetch is not None else None
         if chunks is None:
             chunks = self._open_chunks(row)
-        decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task,
-                                   word_timestamps=self.options.word_timestamps)
-        state = RowState(row, ForwardAudio(chunks), decoding, coverage=self._row_coverage())
+        decoding = window_options(self.options, row)
+        state = RowState(row, ForwardAudio(chunks), decoding, coverage=self._row_coverage(),
+                         prefix=self.options.search.get("prefix"))
         initial = row.prompt if row.prompt is not None else self.options.initial_prompt
         if initial and initial.strip():
             state.prompt_text = initial
@@ -321,7 +323,7 @@ class Transcriber:
         decoding = replace(state.decoding, timestamps=state.long and self.resumes,
                            max_new_tokens=(self.options.max_new_tokens
                                            or generation_cap(len(audio) / self.sr)),
-                           prompt=state.prompt_ids or state.prompt_text)
+                           prompt=state.prompt_ids or state.prompt_text, prefix=state.prefix)
         fallback = self.options.fallback
         if fallback is not None:
             temperature = fallback.temperatures[state.attempt]
@@ -351,6 +353,7 @@ class Transcriber:
         temperature = fallback.temperatures[state.attempt] if fallback is not None else 0.0
         state.attempt = 0
         shift = state.row.offset
+        state.prefix = None  # a window was decoded: the prefix served the recording's start
         start = state.seek / self.sr
         window_end = (state.seek + state.window_len) / self.sr
         # No speech (Whisper's no-speech guard): nothing is kept, the window is passed.
@@ -515,6 +518,16 @@ class Transcriber:
         self._held.clear()
         self.ready = []
         return rows
+
+
+def window_options(options: TranscribeOptions, row: ManifestRow) -> DecodingOptions:
+    """The request options of ``row``'s windows before each window's own (timestamps, cap,
+    prompt, prefix, temperature): the row's language and task, else the run's, word timings
+    and the run's search options."""
+    search = {k: v for k, v in options.search.items() if k != "prefix"}
+    return DecodingOptions(language=row.language or options.language,
+                           task=row.task or options.task,
+                           word_timestamps=options.word_timestamps, **search)
 
 
 def transcribe(engine: ASREngine, options: TranscribeOptions, writer: OutputWriter,

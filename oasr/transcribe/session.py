@@ -25,7 +25,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from oasr.transcribe.options import DecodeOptions, FallbackOptions, RunOptions, VadOptions
+from oasr.transcribe.options import (
+    DecodeOptions,
+    FallbackOptions,
+    OptionsError,
+    RunOptions,
+    VadOptions,
+)
 
 __all__ = ["COMPARED_SETTINGS", "Resolved", "TranscriptionSession", "build_engine",
            "changed_settings"]
@@ -33,7 +39,7 @@ __all__ = ["COMPARED_SETTINGS", "Resolved", "TranscriptionSession", "build_engin
 # The metadata keys a resumed run compares with the run that started the output.
 COMPARED_SETTINGS = ("model_sha256", "decode_method", "decode_options", "language", "task",
                      "word_timestamps", "vad", "vad_options", "initial_prompt",
-                     "condition_on_previous_text")
+                     "condition_on_previous_text", "search_options")
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,7 @@ class TranscriptionSession:
         if max(fallback.temperature) > 0:
             strategy.validate_options(DecodingOptions(temperature=max(fallback.temperature),
                                                       seed=fallback.seed))
+        _check_search(strategy, decode, max(fallback.temperature))
         segmenter = self.segmenter_for(vad)
         return Resolved(decode, words, condition, fallback.build(), engine, segmenter, vad,
                         fallback, self.coverage_for(vad, segmenter) if words else None)
@@ -174,7 +181,8 @@ class TranscriptionSession:
             initial_prompt=r.decode.initial_prompt,
             condition_on_previous_text=r.condition_on_previous_text,
             prompt_reset_on_temperature=r.decode.prompt_reset_on_temperature,
-            max_new_tokens=r.decode.max_new_tokens, coverage=r.coverage)
+            max_new_tokens=r.decode.max_new_tokens, coverage=r.coverage,
+            search=r.decode.search_options())
 
     def transcriber(self, options: Any, resolved: Resolved | None = None) -> Any:
         """A runner over ``options`` (:meth:`transcribe_options`) on ``resolved``'s engine
@@ -212,7 +220,27 @@ class TranscriptionSession:
             "vad": self.options.vad.vad,
             "vad_options": json.dumps(self.options.vad.segmenter_overrides(), sort_keys=True),
             "coverage_vad": options.coverage.name if options.coverage is not None else "none",
+            "search_options": json.dumps(options.search, sort_keys=True),
         }
+
+
+def _check_search(strategy: Any, decode: DecodeOptions, temperature: float) -> None:
+    """Each search option ``decode`` sets off its default, asked of the decode family alone
+    (with the hotwords its score boosts, at the run's hottest temperature): a family that
+    cannot serve one is refused naming that option."""
+    from oasr.engine.request import DecodingOptions
+
+    defaults = DecodeOptions()
+    for name, value in decode.search_options().items():
+        if value == getattr(defaults, name):
+            continue
+        asked = {name: value, "temperature": temperature}
+        if name == "hotwords_score":
+            asked["hotwords"] = decode.hotwords
+        try:
+            strategy.validate_options(DecodingOptions(**asked))
+        except ValueError as exc:
+            raise OptionsError(name, f": {exc}") from None
 
 
 def build_engine(options: RunOptions) -> Any:

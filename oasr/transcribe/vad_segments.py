@@ -43,7 +43,7 @@ from oasr.io import ManifestRow, OutputRow
 from oasr.transcribe.generation_limits import generation_cap
 from oasr.transcribe.repair import RowCoverage
 from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
-from oasr.transcribe.runner import TranscribeOptions, Transcriber
+from oasr.transcribe.runner import TranscribeOptions, Transcriber, window_options
 from oasr.transcribe.segments import Piece, assemble, trim_piece
 from oasr.transcribe.vad_chunks import JOIN_OVERLAP_S, Chunk, merge_into_chunks, plan_chunks
 from oasr.vad import VADS, SpeechDetector, build_detector
@@ -223,10 +223,8 @@ class VadTranscriber(Transcriber):
         # Chunks decode in parallel: each takes the initial prompt (faster-whisper's batched
         # pipeline does the same), never the text of another chunk.
         prompt = row.prompt if row.prompt is not None else self.options.initial_prompt
-        decoding = DecodingOptions(language=row.language or self.options.language,
-                                   task=row.task or self.options.task, prompt=prompt,
-                                   word_timestamps=self.options.word_timestamps,
-                                   max_new_tokens=self.options.max_new_tokens)
+        decoding = replace(window_options(self.options, row), prompt=prompt,
+                           max_new_tokens=self.options.max_new_tokens)
         long = len(audio) > self.window
         if not rec.segments:
             words = bool(decoding.word_timestamps)
@@ -248,9 +246,11 @@ class VadTranscriber(Transcriber):
         for i, chunk in enumerate(chunks):
             piece = audio[int(round(chunk.start * self.sr)):int(round(chunk.end * self.sr))]
             # A request refused at admission comes back from the engine as an error output.
+            # The prefix opens the recording: its first chunk only, as faster-whisper.
             self._queue.append(Request(f"{row.id}\x1fv{i}", piece, replace(
                 decoding, timestamps=long and self.resumes and CHUNK_TIMESTAMPS,
-                max_new_tokens=decoding.max_new_tokens or generation_cap(len(piece) / self.sr)),
+                max_new_tokens=decoding.max_new_tokens or generation_cap(len(piece) / self.sr),
+                prefix=self.options.search.get("prefix") if i == 0 else None),
                 metadata={"row": row.id, "window": i}))
 
     def _fail_vad(self, state: _VadRow, message: str) -> None:

@@ -16,6 +16,7 @@ from oasr.cli.app import app
 from oasr.cli.transcribe import CliRun, transcribe_command
 from oasr.transcribe.options import (
     CALL_OPTIONS,
+    SEARCH_OPTIONS,
     DecodeOptions,
     FallbackOptions,
     OptionsError,
@@ -77,6 +78,32 @@ def test_flat_spellings_and_refusals():
             RunOptions.from_flat(**kw).validate()
 
 
+def test_search_option_spellings_and_refusals():
+    assert RunOptions().decode.suppress_tokens == (-1,)
+    for given, held in (("-1,50362", (-1, 50362)), ("", ()), (None, ()), ([7, 8], (7, 8)),
+                        (-1, (-1,))):
+        assert RunOptions.from_flat(suppress_tokens=given).decode.suppress_tokens == held
+    run = RunOptions.from_flat(hotwords=["a b", "c"], prefix="So", best_of=3)
+    assert run.decode.hotwords == ("a b", "c")
+    assert RunOptions.from_flat(**run.flat()) == run
+    search = run.decode.search_options()
+    assert set(search) == set(SEARCH_OPTIONS) and search["prefix"] == "So"
+    from oasr.engine.request import DecodingOptions
+
+    DecodingOptions(**search).validate()  # every field is the request's, under its name
+    refusals = {"best_of": 0, "patience": 0.0, "repetition_penalty": 0.0,
+                "no_repeat_ngram_size": -1, "suppress_tokens": "-2",
+                "hotwords_score": 1.0}
+    for name, value in refusals.items():
+        with pytest.raises(OptionsError) as bad:
+            RunOptions.from_flat(**{name: value}).validate()
+        assert bad.value.option == name and "\n" not in str(bad.value)
+    with pytest.raises(OptionsError, match="add --hotwords"):
+        RunOptions.from_flat(hotwords_score=2.0).validate()
+    with pytest.raises(OptionsError, match="^suppress_tokens 'a': expected token ids"):
+        RunOptions.from_flat(suppress_tokens="a")
+
+
 @pytest.fixture(scope="module")
 def entry_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("entry")
@@ -105,12 +132,16 @@ def test_entry_points_give_the_same_rows(entry_setup):
     root, bundle, manifest = entry_setup
     # Sampling is seeded by row id, which the API numbers itself: greedy here.
     options = {"max_new_tokens": 1, "no_speech_threshold": 0.5,
-               "compression_ratio_threshold": 1.2, "language_check": False}
+               "compression_ratio_threshold": 1.2, "language_check": False,
+               "repetition_penalty": 1.3, "suppress_tokens": (-1, 262),
+               "hotwords": "Helstone"}
     out = root / "cli.parquet"
     result = CliRunner().invoke(app, [
         "transcribe", str(manifest), "-o", str(out), "--model", str(bundle), "--device", "cpu",
         "--threads", "1", "--no-progress", "--max-new-tokens", "1", "--no-speech-threshold",
-        "0.5", "--compression-ratio-threshold", "1.2", "--no-language-check"])
+        "0.5", "--compression-ratio-threshold", "1.2", "--no-language-check",
+        "--repetition-penalty", "1.3", "--suppress-tokens", "-1,262",
+        "--hotwords", "Helstone"])
     assert result.exit_code == 0, result.output
     cli_rows = pq.read_table(out).to_pylist()
 

@@ -108,9 +108,14 @@ def test_long_row_is_cut_at_pauses_batched_and_stitched_on_the_clock(tiny_engine
     add = tiny_engine.add_request
     monkeypatch.setattr(tiny_engine, "add_request", lambda r: (submitted.append(r), add(r))[1])
     seg = _segmenter(energy, min_silence_ms=300, speech_pad_ms=100, min_speech_ms=0)
-    _, rows = _run(tiny_engine, seg, [manifest], tmp_path)
+    _, rows = _run(tiny_engine, seg, [manifest], tmp_path,
+                   search={"prefix": "So", "repetition_penalty": 1.2})
     row = rows["part"]
     assert row["error"] is None and row["duration"] == pytest.approx(31.0)
+    # The prefix opens the recording (its first chunk); the other options reach every chunk.
+    assert [r.decoding.prefix for r in submitted] == ["So", None, None]
+    assert all(r.decoding.repetition_penalty == 1.2 for r in submitted)
+    assert row["segments"][0]["text"].startswith("So")
     # Segment times are on the recording's clock (the row starts 0.5 s in): chunks decode in
     # timestamp mode, so each chunk's segments lie within the chunk, in order.
     chunks = [(0.9, 9.1), (13.9, 20.1), (26.9, 28.1)]

@@ -18,9 +18,9 @@ from oasr.audio import load_audio
 from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request
-from oasr.features.whisper_logmel import whisper_logmel
 from tests.helpers.data import SHARED_DATA
 from tests.helpers.tiny_whisper import torch_threads
+from tests.helpers.whisper_generate import features, hf_generate
 
 AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio"
 MISC = SHARED_DATA / "misc" / "audio"
@@ -60,30 +60,8 @@ def _decode(loaded, rows: list[tuple[np.ndarray, DecodingOptions]], **config) ->
     return [outs[str(i)] for i in range(len(rows))]
 
 
-def _features(loaded, samples: np.ndarray) -> torch.Tensor:
-    wav = torch.from_numpy(samples)[None]
-    return whisper_logmel(wav, torch.tensor([wav.shape[1]]), loaded.feature_config)[0]
-
-
 def _hf_generate(loaded, samples: np.ndarray, **kwargs) -> list[int]:
-    import transformers
-
-    from tests.models.whisper.test_real_weights import _transformers_twin
-
-    transformers.logging.set_verbosity_error()
-    cfg = loaded.model.config
-    hf = _transformers_twin(loaded.model)
-    hf.generation_config.no_timestamps_token_id = cfg.no_timestamps_token_id
-    hf.generation_config.is_multilingual = False
-    with torch.no_grad():
-        seq = hf.generate(_features(loaded, samples).transpose(1, 2), do_sample=False,
-                          num_beams=1, max_new_tokens=MAX_NEW,
-                          suppress_tokens=cfg.suppress_tokens,
-                          begin_suppress_tokens=cfg.begin_suppress_tokens, **kwargs)[0].tolist()
-    prompt = kwargs.get("decoder_input_ids")
-    if prompt is not None and seq[:prompt.shape[1]] == prompt[0].tolist():
-        seq = seq[prompt.shape[1]:]
-    return seq[:seq.index(cfg.eos_token_id)] if cfg.eos_token_id in seq else seq
+    return hf_generate(loaded, samples, MAX_NEW, **kwargs)
 
 
 def test_hotwords_prompt_the_rare_name_as_transformers_prompt_ids(tiny_en):
@@ -129,7 +107,7 @@ def test_language_probabilities_of_whisper_base_equal_a_direct_softmax():
     codes = sorted(cfg.lang_to_id, key=cfg.lang_to_id.get)
     for out, samples, code in ((outs[0], english, "en"), (outs[1], spanish, "es")):
         with torch.no_grad():
-            enc = loaded.model.encode_offline(_features(loaded, samples))
+            enc = loaded.model.encode_offline(features(loaded, samples))
             logits = loaded.model.decoder.forced_logits(
                 enc, torch.tensor([[cfg.decoder_start_token_id]]))[0, 0]
         direct = torch.softmax(logits[[cfg.lang_to_id[c] for c in codes]], -1).tolist()
