@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import ctypes
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import torch
 
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.kernels.transducer_args import FusedTensors, GreedyLimits
 from oasr.ops.build import TRANSDUCER_CUDA, buildable
-
-if TYPE_CHECKING:
-    from oasr.engine.decode.transducer_fused import FusedTensors, GreedyLimits
 
 __all__ = ["greedy_decode", "route_supports", "smem_fits"]
 

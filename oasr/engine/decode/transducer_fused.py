@@ -22,7 +22,6 @@ the loop rather than truncating.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,41 +29,12 @@ import torch
 from oasr import ops
 from oasr.engine.decode.transducer_search import TransducerHypothesis
 from oasr.kernels.declarations import TRANSDUCER_SCRATCH
+from oasr.kernels.transducer_args import FusedTensors, GreedyLimits
 
 __all__ = ["FusedGreedy", "FusedTensors", "GreedyLimits", "fused_tensors"]
 
 _ROUTE = ops.route("transducer_greedy", TRANSDUCER_SCRATCH.id, scope=ops.CUDA,
                    provider="oasr.kernels.transducer_cuda")
-
-
-@dataclass(frozen=True)
-class FusedTensors:
-    embedding: torch.Tensor  # (V, D)
-    conv: torch.Tensor | None  # (D, D / groups, C), None for a window of one label
-    dec_w: torch.Tensor  # (J, D)
-    dec_b: torch.Tensor | None
-    out_w: torch.Tensor  # (V, J)
-    out_b: torch.Tensor | None
-    groups: int
-    relu: bool
-    blank: int
-
-    def cast(self, dtype: torch.dtype, device: torch.device) -> FusedTensors:
-        def to(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.detach().to(device=device, dtype=dtype).contiguous()
-
-        return FusedTensors(to(self.embedding), to(self.conv), to(self.dec_w), to(self.dec_b),
-                            to(self.out_w), to(self.out_b), self.groups, self.relu, self.blank)
-
-
-@dataclass(frozen=True)
-class GreedyLimits:
-    """One search's bounds: ``unk`` (never emitted; the blank when the model has none),
-    ``max_sym`` labels a frame, ``cap`` labels a row in the output buffer."""
-
-    unk: int
-    max_sym: int
-    cap: int
 
 
 def fused_tensors(predictor: Any, joiner: Any) -> FusedTensors | None:
