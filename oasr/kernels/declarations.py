@@ -1,6 +1,7 @@
 """What the in-tree kernels serve, declared without importing a binding (stdlib only).
 
-Each binding (``ctc_cuda``, ``dtw_cuda``, ``features_cuda``, ``paged_attention``, ``rnn_cuda``)
+Each binding (``ctc_cuda``, ``dtw_cuda``, ``features_cuda``, ``paged_attention``, ``rnn_cuda``,
+``transducer_cuda``)
 imports torch and loads its library; its ``ops.Kernel`` is declared here by ``"module:attr"``
 strings instead, so ``oasr gaps`` lists every kernel, its library's state and the gaps at the
 kernels' edges without importing one, and a route imports the binding when it first serves a
@@ -11,10 +12,17 @@ limits the gaps name are the bindings' too (each binding checks its library agre
 from __future__ import annotations
 
 from oasr import ops
-from oasr.ops.build import CTC_CUDA, DTW_CUDA, FEATURES_CUDA, PAGED_DECODE, RNN_CUDA
+from oasr.ops.build import (
+    CTC_CUDA,
+    DTW_CUDA,
+    FEATURES_CUDA,
+    PAGED_DECODE,
+    RNN_CUDA,
+    TRANSDUCER_CUDA,
+)
 
 __all__ = ["CTC_BEAM_WIDTH", "DTW_ROWS", "FEATURES_LARGE_FFT", "MAX_BEAM", "MAX_ROWS",
-           "MAX_SPECTRUM_BYTES"]
+           "MAX_SPECTRUM_BYTES", "TRANSDUCER_SCRATCH"]
 
 MAX_BEAM = 32  # ctc_cuda keeps a beam in one warp
 MAX_ROWS = 4000  # dtw_cuda's kMaxRows: three diagonals of floats in shared memory
@@ -44,6 +52,15 @@ FEATURES_LARGE_FFT = ops.declare_gap(ops.KernelGap(
         "shared memory per block",
 ))
 
+TRANSDUCER_SCRATCH = ops.declare_gap(ops.KernelGap(
+    id="transducer-scratch",
+    what="transducer greedy search whose one-row scratch (joiner, predictor and vocabulary "
+         "floats) exceeds the device's shared memory per block, or on a dtype other than "
+         "fp32/fp16/bf16; the graphed torch loop serves it",
+    fix="oasr/csrc/kernels/transducer/greedy_decode.cuh: stage the vocabulary logits in global "
+        "memory past the shared-memory bound",
+))
+
 
 def _declare(op: str, binding: str, fn: str, library: ops.BuildSpec, source: str,
              supports: str, native: str | None = None) -> None:
@@ -69,3 +86,9 @@ _declare("paged_attention", "paged_attention", "paged_decode", PAGED_DECODE,
          "oasr/csrc/kernels/attention/paged_decode.cu", "supports")
 _declare("lstm", "rnn_cuda", "recurrent_layers", RNN_CUDA, "oasr/csrc/kernels/rnn/rnn_cuda.cu",
          "supports")
+# Op ``transducer_greedy`` (routed by oasr.engine.decode.transducer_fused): fn(enc, lengths,
+# weights, limits) -> (tokens, frames, probs, counts, scores) on the device; the route sees
+# (hidden, weights). Its torch path is the family's graphed loop (transducer_graph), which
+# needs the predictor and joiner modules, so the kernel declares no native.
+_declare("transducer_greedy", "transducer_cuda", "greedy_decode", TRANSDUCER_CUDA,
+         "oasr/csrc/kernels/transducer/transducer_cuda.cu", "route_supports")

@@ -6,7 +6,8 @@ from __future__ import annotations
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions
 
-__all__ = ["resolve_conditioning", "resumes_from_timestamps", "takes_prompts"]
+__all__ = ["repairs_uncovered_speech", "resolve_conditioning", "resumes_from_timestamps",
+           "takes_prompts"]
 
 
 def resumes_from_timestamps(engine: ASREngine) -> bool:
@@ -39,3 +40,13 @@ def resolve_conditioning(engine: ASREngine, asked: bool | None) -> bool:
         raise ValueError("condition_on_previous_text: this model's decode family takes no "
                          "prompt (Whisper's does); drop --condition-on-previous-text")
     return asked
+
+
+def repairs_uncovered_speech(engine: ASREngine) -> bool:
+    """Whether speech no word covers is decoded again on its own. A label-synchronous family
+    (``incremental``: Whisper, Qwen2-Audio) can end a window on its end-of-text token before
+    the window's speech ends, or seek past speech, so a stretch decoded alone recovers words.
+    A frame-synchronous one (CTC, transducers, Paraformer) scores every frame: what it left
+    uncovered it heard and emitted nothing for, and a stretch decoded apart from its context
+    would differ from the upstream recipe's decode of the whole (coverage is still measured)."""
+    return bool(getattr(engine.strategy, "incremental", False))

@@ -45,6 +45,7 @@ from oasr.transcribe.audio_window import ForwardAudio, quiet_cut, resume_before_
 from oasr.transcribe.coverage import CoverageCheck
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.family_traits import (
+    repairs_uncovered_speech,
     resolve_conditioning,
     resumes_from_timestamps,
     takes_prompts,
@@ -212,6 +213,7 @@ class Transcriber:
         # recording from its last closed segment; the others (CTC, beam search) take
         # consecutive windows cut at a quiet frame.
         self.resumes = resumes_from_timestamps(engine)
+        self.repairs_speech = repairs_uncovered_speech(engine)
         self.condition = resolve_conditioning(engine, options.condition_on_previous_text)
         self.active: dict[str, Any] = {}
         self.ready: list[tuple[OutputRow, str | None]] = []
@@ -239,6 +241,8 @@ class Transcriber:
         check = self.options.coverage
         if check is None or not self.options.word_timestamps:
             return None
+        if check.repair and not self.repairs_speech:
+            check = replace(check, repair=False)
         return RowCoverage(check, self.sr, self.window_s)
 
     # -- rows -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from oasr.kernels import declarations
 
 REPO = Path(__file__).resolve().parents[2]
 DECLARED = {"ctc_prefix_beam", "dtw_starts", "fbank", "mfcc", "whisper_logmel",
-            "paged_attention", "lstm"}
+            "paged_attention", "lstm", "transducer_greedy"}
 
 
 def test_every_declared_kernel_loads_from_its_binding():
@@ -29,7 +29,7 @@ def test_the_gaps_at_the_kernels_edges_are_declared_with_the_bindings_limits():
     from oasr.kernels import ctc_cuda, dtw_cuda, features_cuda
 
     for gap in (declarations.CTC_BEAM_WIDTH, declarations.DTW_ROWS,
-                declarations.FEATURES_LARGE_FFT):
+                declarations.FEATURES_LARGE_FFT, declarations.TRANSDUCER_SCRATCH):
         assert ops.KERNEL_GAPS[gap.id] is gap
     assert ctc_cuda.MAX_BEAM == declarations.MAX_BEAM and str(ctc_cuda.MAX_BEAM) in (
         declarations.CTC_BEAM_WIDTH.what)

@@ -55,11 +55,14 @@ class ScriptedEngine:
 
     sample_rate = SR
 
-    def __init__(self, hears: Callable[[Request, int], bool], window_s: float = 10.0) -> None:
+    def __init__(self, hears: Callable[[Request, int], bool], window_s: float = 10.0,
+                 incremental: bool = True) -> None:
         self.hears = hears
         self.inputs = SimpleNamespace(config=SimpleNamespace(fixed_window_seconds=window_s))
         self.config = SimpleNamespace(max_batch_size=4)
-        self.strategy = SimpleNamespace(validate_options=self._validate)
+        # incremental: plays a label-synchronous family (Whisper's), whose skipped speech
+        # is decoded again; False plays a frame-synchronous one.
+        self.strategy = SimpleNamespace(validate_options=self._validate, incremental=incremental)
         self.tokenizer = None  # takes no prompt
         self.requests: list[Request] = []
 

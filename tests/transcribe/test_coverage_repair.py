@@ -77,6 +77,19 @@ def test_speech_nothing_transcribes_is_reported(tmp_path):
     assert transcriber.coverage_warnings == 1 and transcriber.repairs == 0
 
 
+def test_a_frame_synchronous_family_is_measured_not_decoded_again(tmp_path):
+    """CTC and transducers score every frame: a stretch they left uncovered is reported, and
+    never decoded apart from its context (the upstream recipe decodes the whole)."""
+    row = _row(tmp_path, [(0.5, 2.0), (3.0, 4.5), (5.5, 7.0)], 8.0)
+    engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1, incremental=False)
+    transcriber = Transcriber(engine, _options())
+    out = _run(transcriber, row)
+    assert out.text == "w0 w2"
+    assert not [r for r in engine.requests if _is_repair(r)]
+    assert out.coverage is not None and 0.6 < out.coverage < 0.8
+    assert len(out.warnings) == 1 and "3.0-4.5 s" in out.warnings[0]
+
+
 def test_a_window_that_stops_short_resumes_at_the_speech_it_skipped(tmp_path):
     bursts = [(0.5 + 1.5 * i, 1.5 + 1.5 * i) for i in range(12)]  # to 18 s
     row = _row(tmp_path, bursts, 19.0)

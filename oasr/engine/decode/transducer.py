@@ -38,7 +38,6 @@ from oasr.engine.decode.transducer_search import (
 )
 from oasr.engine.decode.transducer_streaming import TransducerStreamingSession
 from oasr.engine.request import Request, RequestOutput
-from oasr.ops.counting import count
 
 __all__ = ["TransducerDecodeStrategy", "TransducerOptions"]
 
@@ -135,7 +134,7 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         opt = self.options
         if opt.beam_size == 1 and self._use_fused(hidden):
             hyps = self._fused.search(hidden, lens, opt.max_sym_per_frame)
-            if hyps is not None:  # None: a row overflowed the kernel's buffer; the loop serves
+            if hyps is not None:  # None: a row overflowed, or no kernel served; the loop serves
                 return [[h] for h in hyps]
         if opt.beam_size == 1 and hidden.is_cuda:  # no host round trip per frame
             hyps = self._device_greedy.search(hidden, lens, opt.max_sym_per_frame)
@@ -149,14 +148,9 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
                                     contexts=contexts)
 
     def _use_fused(self, hidden: torch.Tensor) -> bool:
-        if not self.options.fused:
-            return False
-        if self._fused.supports(hidden):
-            return True
-        # Asked for on CUDA without a kernel to run (no toolchain; or, counted the same, a
-        # model whose scratch does not fit the block's shared memory): the graphed loop serves.
-        count(("gap", "cuda-toolchain"))
-        return False
+        # Where the CUDA kernel does not serve (torch backend, a gap), oasr.ops counts it and
+        # the fused search returns None: the graphed loop below serves.
+        return bool(self.options.fused) and self._fused.declared
 
     def text(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids)).strip() if self.tokenizer is not None else ""

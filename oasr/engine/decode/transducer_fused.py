@@ -4,46 +4,37 @@
 ``Joiner.additive_tensors()`` (``out(act(enc_proj + dec_proj))``, tanh or ReLU) let
 ``oasr/csrc/kernels/transducer/greedy_decode.cuh`` run the whole frame-synchronous search:
 on the host through ``oasr._C.transducer`` (fp32, rows over threads), on CUDA as one launch
-(``oasr.kernels.transducer_cuda``, one CTA per row). Either returning ``None`` (an LSTM
-predictor, a non-additive joint) leaves the loop (``transducer_search.greedy_search``), which
-is also the oracle. The encoder half of the joint is one GEMM before the call.
+(op ``transducer_greedy`` of ``oasr.ops``: ``oasr.kernels.transducer_cuda``, one CTA per row).
+Either returning ``None`` (an LSTM predictor, a non-additive joint) leaves the loop
+(``transducer_search.greedy_search``), which is also the oracle. The encoder half of the joint
+is one GEMM before the call.
+
+The CUDA launch is routed like every kernel: ``OASR_LAYERS_BACKEND=torch``, a model whose
+scratch exceeds shared memory (gap ``transducer-scratch``) or no toolchain (gap
+``cuda-toolchain``) is counted and ``search`` returns ``None``, so the family's torch path (the
+graphed loop, ``transducer_graph.DeviceGreedy``) serves. CPU tensors are out of the route's
+scope (counted) and run the host executor.
 
 A batch whose labels overflow the output buffer (``2 * frames + 32`` a row, or
-``max_sym_per_frame * frames`` if smaller) returns ``None``: the caller re-decodes it with the
-loop rather than truncating.
+``max_sym_per_frame * frames`` if smaller) returns ``None`` too: the caller re-decodes it with
+the loop rather than truncating.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from oasr import ops
 from oasr.engine.decode.transducer_search import TransducerHypothesis
-from oasr.ops.counting import count
+from oasr.kernels.declarations import TRANSDUCER_SCRATCH
+from oasr.kernels.transducer_args import FusedTensors, GreedyLimits
 
-__all__ = ["FusedGreedy", "FusedTensors", "fused_tensors"]
+__all__ = ["FusedGreedy", "FusedTensors", "GreedyLimits", "fused_tensors"]
 
-
-@dataclass(frozen=True)
-class FusedTensors:
-    embedding: torch.Tensor  # (V, D)
-    conv: torch.Tensor | None  # (D, D / groups, C), None for a window of one label
-    dec_w: torch.Tensor  # (J, D)
-    dec_b: torch.Tensor | None
-    out_w: torch.Tensor  # (V, J)
-    out_b: torch.Tensor | None
-    groups: int
-    relu: bool
-    blank: int
-
-    def cast(self, dtype: torch.dtype, device: torch.device) -> FusedTensors:
-        def to(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.detach().to(device=device, dtype=dtype).contiguous()
-
-        return FusedTensors(to(self.embedding), to(self.conv), to(self.dec_w), to(self.dec_b),
-                            to(self.out_w), to(self.out_b), self.groups, self.relu, self.blank)
+_ROUTE = ops.route("transducer_greedy", TRANSDUCER_SCRATCH.id, scope=ops.CUDA,
+                   provider="oasr.kernels.transducer_cuda")
 
 
 def fused_tensors(predictor: Any, joiner: Any) -> FusedTensors | None:
@@ -81,23 +72,18 @@ class FusedGreedy:
         return self.tensors is not None
 
     def supports(self, hidden: torch.Tensor) -> bool:
-        """Whether this call can take the fused path: declared tensors, and on CUDA a built
-        kernel whose scratch fits the device's shared memory."""
+        """Whether a call on ``hidden`` would take the fused path (counting nothing): declared
+        tensors, and on CUDA the route's kernel, its library buildable and the call within its
+        ``supports``."""
         if self.tensors is None:
             return False
         if not hidden.is_cuda:
             return True
+        if _ROUTE.static_case() != "kernel":
+            return False
         from oasr.kernels import transducer_cuda
-        from oasr.ops.build import KernelBuildError
 
-        if hidden.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            return False
-        t = self.tensors
-        try:
-            return transducer_cuda.smem_fits(t.out_w.shape[1], t.embedding.shape[1],
-                                             t.out_w.shape[0], hidden.device.index or 0)
-        except KernelBuildError:  # no toolchain and no prebuilt library: the loop serves
-            return False
+        return transducer_cuda.route_supports(hidden, self.tensors)
 
     def _weights(self, dtype: torch.dtype, device: torch.device) -> FusedTensors:
         key = (dtype, device)
@@ -114,16 +100,14 @@ class FusedGreedy:
         if max_sym < 1:
             raise ValueError(f"max_sym_per_frame must be >= 1, got {max_sym}")
         B, T, _ = hidden.shape
-        cap = min(2 * T, max_sym * T) + 32
+        limits = GreedyLimits(self.unk, max_sym, min(2 * T, max_sym * T) + 32)
+        cap = limits.cap
+        kernel = _ROUTE.select(hidden, self.tensors)
+        if kernel is None and hidden.is_cuda:
+            return None  # counted by the route: the family's torch loop serves
         enc = self.joiner.project_encoder(hidden)
-        if hidden.is_cuda:
-            from oasr.kernels import transducer_cuda
-
-            w = self._weights(enc.dtype, enc.device)
-            count(("kernel", "transducer_greedy_decode"))
-            out = transducer_cuda.greedy_decode(
-                enc, lengths, w.embedding, w.conv, w.dec_w, w.dec_b, w.out_w, w.out_b,
-                w.groups, w.blank, self.unk, max_sym, w.relu, cap)
+        if kernel is not None:
+            out = kernel(enc, lengths, self._weights(enc.dtype, enc.device), limits)
             tokens, frames, probs, counts, scores = (t.cpu().numpy() for t in out)
         else:
             from oasr import _C

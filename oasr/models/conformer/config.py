@@ -8,9 +8,9 @@ stored as GEMM matrices (out, in) rather than Conv1d kernels (out, in, 1).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+
+from oasr.models.config_dict import DictConfig
 
 # input_layer -> the Conv2d stack's (kernel, stride) per layer; rates 4, 6 and 8.
 SUBSAMPLING_LAYERS: dict[str, tuple[tuple[int, int], ...]] = {
@@ -41,7 +41,7 @@ def subsampled_freq(input_layer: str, input_dim: int) -> int:
 
 
 @dataclass
-class ConformerConfig:
+class ConformerConfig(DictConfig):
     """A Conformer CTC / attention-rescoring model (WeNet's ``ASRModel`` with a
     ``ConformerEncoder``).
 
@@ -225,16 +225,6 @@ class ConformerConfig:
         return shapes
 
     # -- (de)serialisation -------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ConformerConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"ConformerConfig does not have the fields: {', '.join(unknown)}")
-        return cls(**data)
 
     def __str__(self) -> str:
         dec = f"{self.decoder}({self.decoder_layers}" + (

@@ -13,7 +13,6 @@ Options WeNet has but this Conformer does not implement are refused by name, nev
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from oasr.models.conformer.config import (
 )
 from oasr.models.converter import BaseCheckpointConverter, MappedWeights, read_yaml
 from oasr.models.safe_load import load_torch_checkpoint
+from oasr.models.weight_map import Rule, WeightMap
 from oasr.tokenizers.base import TokenizerSpec
 from oasr.tokenizers.symbol_table import read_symbol_table
 
@@ -73,7 +73,26 @@ _DECODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "src_value_bias": (True, (True,)),
     "activation_type": ("relu", DECODER_ACTIVATIONS),
 }
-_POINTWISE = re.compile(r"\.conv_module\.pointwise_conv[12]\.weight$")
+
+
+def _squeeze_kernel_one(t: torch.Tensor) -> torch.Tensor:
+    """A pointwise Conv1d weight (out, in, 1) as the Linear weight (out, in) we load."""
+    return t.squeeze(-1) if t.dim() == 3 and t.shape[-1] == 1 else t
+
+
+def _wenet_keys(global_cmvn: bool) -> WeightMap:
+    """WeNet's names are ours: this drops what we recompute or do not use, and keeps every
+    other key (one we do not know is refused by the load report as unexpected)."""
+    rules = [Rule(r"(?=.*\.(?:pos_enc|embed\.1)\.).*\.pe",
+                  reason="sinusoidal position table (recomputed)"),
+             Rule(r".*\.num_batches_tracked", reason="BatchNorm training counter")]
+    if not global_cmvn:
+        rules.append(Rule(r"encoder\.global_cmvn\..*",
+                          reason="train.yaml declares no global CMVN (WeNet skips it too)"))
+    return WeightMap(*rules,
+                     Rule(r".*\.conv_module\.pointwise_conv[12]\.weight", r"\g<0>",
+                          tensor=_squeeze_kernel_one),
+                     Rule(r".*", r"\g<0>"))
 
 
 def read_train_yaml(folder: Path) -> dict[str, Any] | None:
@@ -267,19 +286,7 @@ class WenetConformerConverter(BaseCheckpointConverter):
         raw = load_torch_checkpoint(ckpt)
         if not isinstance(raw, dict) or not all(isinstance(v, torch.Tensor) for v in raw.values()):
             raise ValueError(f"{ckpt} does not hold a state dict of tensors")
-        out = MappedWeights()
-        for name, tensor in raw.items():
-            if name.endswith(".pe") and (".pos_enc." in name or ".embed.1." in name):
-                out.drop(name, "sinusoidal position table (recomputed)")
-            elif name.endswith(".num_batches_tracked"):
-                out.drop(name, "BatchNorm training counter")
-            elif name.startswith("encoder.global_cmvn.") and not config.global_cmvn:
-                out.drop(name, "train.yaml declares no global CMVN (WeNet skips it too)")
-            elif _POINTWISE.search(name) and tensor.dim() == 3 and tensor.shape[-1] == 1:
-                out.put(name, tensor.squeeze(-1), name)
-            else:
-                # Names we do not know are kept, so the load report refuses them as unexpected.
-                out.put(name, tensor, name)
+        out, _ = _wenet_keys(config.global_cmvn).apply(raw)
         if config.global_cmvn and "encoder.global_cmvn.mean" not in out.tensors:
             self._cmvn_from_file(path, out)
         return out

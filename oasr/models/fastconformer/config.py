@@ -8,17 +8,17 @@ head). Fields are named for what they are; the converters read them from transfo
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+
+from oasr.models.config_dict import DictConfig
 
 HEADS = ("ctc", "rnnt", "tdt")
 ACTIVATIONS = ("silu", "relu", "gelu")
 
 
 @dataclass
-class FastConformerConfig:
+class FastConformerConfig(DictConfig):
     """A FastConformer ASR model.
 
     Encoder:
@@ -110,13 +110,3 @@ class FastConformerConfig:
         """The joint's output width: tokens, plus the durations for TDT."""
         return self.vocab_size + (len(self.durations) if self.head == "tdt" else 0)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FastConformerConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"FastConformerConfig does not have the fields: {', '.join(unknown)}")
-        return cls(**data)

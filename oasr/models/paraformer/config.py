@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
+
+from oasr.models.config_dict import DictConfig
 
 __all__ = ["ParaformerConfig"]
 
 
 @dataclass
-class ParaformerConfig:
+class ParaformerConfig(DictConfig):
     """Shapes of a FunASR Paraformer (SAN-M encoder, CifPredictorV2, ParaformerSANMDecoder).
 
     ``input_dim`` is the stacked feature width, ``lfr_m * num_mel_bins`` (560 for 80 mels and
@@ -52,16 +53,6 @@ class ParaformerConfig:
         if not 0 < self.decoder_att_layers <= self.decoder_layers:
             raise ValueError(f"decoder_att_layers {self.decoder_att_layers} must be in "
                              f"[1, decoder_layers={self.decoder_layers}]")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ParaformerConfig:
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"ParaformerConfig does not have the fields: {', '.join(unknown)}")
-        return cls(**data)
 
     @classmethod
     def from_funasr(cls, conf: dict[str, Any], vocab_size: int) -> ParaformerConfig:

@@ -9,9 +9,9 @@ transformers' processor does.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+
+from oasr.models.config_dict import DictConfig
 
 # Qwen2-Audio-Instruct's chat layout (its processor's default chat template, rendered).
 CHATML_TEMPLATE = (
@@ -24,7 +24,7 @@ DEFAULT_INSTRUCTION = "Transcribe the audio into text."
 
 
 @dataclass
-class Qwen2AudioConfig:
+class Qwen2AudioConfig(DictConfig):
     """Qwen2-Audio's shape and prompt metadata.
 
     Audio tower (Whisper's encoder, masked over the valid frames, then ``AvgPool1d(2)``):
@@ -91,16 +91,3 @@ class Qwen2AudioConfig:
         before, _, after = text.partition(self.audio_placeholder)
         return before, after
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Qwen2AudioConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"Qwen2AudioConfig does not have the fields: {', '.join(unknown)}")
-        kwargs = dict(data)
-        if "eos_token_ids" in kwargs:
-            kwargs["eos_token_ids"] = [int(t) for t in kwargs["eos_token_ids"]]
-        return cls(**kwargs)

@@ -12,17 +12,16 @@ and shifted every id after it).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from oasr.models.catalog import multilingual_suggestion
+from oasr.models.config_dict import DictConfig
 
 TASKS = ("transcribe", "translate")
 
 
 @dataclass
-class WhisperConfig:
+class WhisperConfig(DictConfig):
     """Whisper's shape and decoding metadata.
 
     Dimensions:
@@ -207,26 +206,6 @@ class WhisperConfig:
                 problems.append(f"alignment head {pair} is outside the decoder")
         if problems:
             raise ValueError("invalid WhisperConfig: " + "; ".join(problems))
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (lists and str-keyed dicts only)."""
-        out = dataclasses.asdict(self)
-        out["alignment_heads"] = [list(p) for p in self.alignment_heads]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WhisperConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"WhisperConfig does not have the fields: {', '.join(unknown)}")
-        kwargs = dict(data)
-        if "alignment_heads" in kwargs:
-            kwargs["alignment_heads"] = [[int(a), int(b)] for a, b in kwargs["alignment_heads"]]
-        for name in ("lang_to_id", "task_to_id"):
-            if name in kwargs:
-                kwargs[name] = {str(k): int(v) for k, v in kwargs[name].items()}
-        return cls(**kwargs)
 
     def __str__(self) -> str:
         kind = "multilingual" if self.is_multilingual else "English-only"

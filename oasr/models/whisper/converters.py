@@ -22,6 +22,7 @@ from oasr.models.converter import (
     read_json,
     whisper_logmel_features,
 )
+from oasr.models.weight_map import Rule, WeightMap, renames
 from oasr.models.whisper.config import WhisperConfig
 from oasr.models.whisper.ct2_format import load_ct2, read_ct2_header, read_spec_name
 from oasr.tokenizers.base import TokenizerSpec
@@ -36,6 +37,10 @@ _NON_LANGUAGE = {
 }
 _LANGUAGE_TOKEN = re.compile(r"^<\|([a-z]{2,3})\|>$")
 _TIED = "tied to decoder.embed_tokens.weight"
+# transformers' names with ``model.`` stripped are ours; the output projection is the
+# embedding (tied; checked equal before it is dropped).
+_HF_KEYS = WeightMap(Rule(r"(?:model\.)?proj_out\.weight", reason=_TIED),
+                     Rule(r"(?:model\.)?(.+)", r"\1"))
 
 # Tokenizer roles -> file names, copied into the bundle when present.
 # (The roles are the tokenizer kind's own: oasr.tokenizers.huggingface.FILE_ROLES.)
@@ -243,18 +248,13 @@ class HfWhisperConverter(_WhisperConverter):
     def map_weights(self, path: Path, config: WhisperConfig) -> MappedWeights:
         raw = load_hf_weights(path)
         expected = config.parameter_shapes()
-        out = MappedWeights()
-        for name, tensor in raw.items():
-            key = name[len("model."):] if name.startswith("model.") else name
-            if key == "proj_out.weight":
-                emb = raw.get("model.decoder.embed_tokens.weight",
-                              raw.get("decoder.embed_tokens.weight"))
-                _check_tied(tensor, emb, name)
-                out.drop(name, _TIED)
-            elif key in expected:
-                out.put(key, tensor, name)
-            else:
-                out.drop(name, "not a Whisper inference weight")
+        emb = raw.get("model.decoder.embed_tokens.weight", raw.get("decoder.embed_tokens.weight"))
+        for name in ("proj_out.weight", "model.proj_out.weight"):
+            if name in raw:
+                _check_tied(raw[name], emb, name)
+        out, unmatched = _HF_KEYS.apply(raw, only=expected)
+        for name in unmatched:
+            out.drop(name, "not a Whisper inference weight")
         return out
 
     def build_tokenizer_spec(self, path: Path) -> TokenizerSpec:
@@ -292,8 +292,7 @@ _CT2_LAYER = {
     "ffn/linear_1/bias": "fc2.bias",
 }
 # Decoder layers add cross-attention; its K/V projection is fused (below).
-_CT2_DECODER_LAYER = {
-    **_CT2_LAYER,
+_CT2_CROSS = {
     "attention/layer_norm/gamma": "encoder_attn_layer_norm.weight",
     "attention/layer_norm/beta": "encoder_attn_layer_norm.bias",
     "attention/linear_0/weight": "encoder_attn.q_proj.weight",
@@ -320,6 +319,14 @@ _CT2_TOP = {
     "decoder/layer_norm/beta": "decoder.layer_norm.bias",
 }
 _CT2_LAYER_NAME = re.compile(r"^(encoder|decoder)/layer_(\d+)/(.+)$")
+# The renamings; what no rule matches is a fused projection (split), a spec flag or not a
+# Whisper weight.
+_CT2_KEYS = WeightMap(
+    *renames(_CT2_TOP),
+    Rule("decoder/projection/weight", reason=_TIED),
+    *renames(_CT2_LAYER, r"(encoder|decoder)/layer_(\d+)/", r"\1.layers.\2."),
+    *renames(_CT2_CROSS, r"decoder/layer_(\d+)/", r"decoder.layers.\1."),
+)
 _CT2_GELU = 3  # CTranslate2 ActivationType: RELU, GELUTanh, SWISH, GELU, ...
 # Spec flags our Whisper hard-codes: name -> the value it must have.
 _CT2_REQUIRED_FLAGS = {
@@ -432,29 +439,21 @@ class Ct2WhisperConverter(_WhisperConverter):
     def map_weights(self, path: Path, config: WhisperConfig) -> MappedWeights:
         model = load_ct2(Path(path) / "model.bin")
         tensors = model.tensors
-        d = config.d_model
-        out = MappedWeights()
-        for name in sorted(tensors):
+        if "decoder/projection/weight" in tensors:
+            _check_tied(tensors["decoder/projection/weight"],
+                        tensors.get("decoder/embeddings/weight"), "decoder/projection/weight")
+        out, unmatched = _CT2_KEYS.apply({name: tensors[name] for name in sorted(tensors)})
+        for name in unmatched:
             t = tensors[name]
-            if name in _CT2_TOP:
-                out.put(_CT2_TOP[name], t, name)
-                continue
-            if name == "decoder/projection/weight":
-                _check_tied(t, tensors.get("decoder/embeddings/weight"), name)
-                out.drop(name, _TIED)
-                continue
             m = _CT2_LAYER_NAME.match(name)
             if m is None:
                 out.drop(name, "CTranslate2 spec flag" if t.dim() == 0 else "not a Whisper weight")
                 continue
             stack, index, rest = m.group(1), m.group(2), m.group(3)
-            prefix = f"{stack}.layers.{index}."
-            table = _CT2_DECODER_LAYER if stack == "decoder" else _CT2_LAYER
             fused, _, kind = rest.rpartition("/")
-            if rest in table:
-                out.put(prefix + table[rest], t, name)
-            elif fused in _CT2_FUSED and (stack == "decoder" or fused.startswith("self")):
-                _split_fused(out, name, t, prefix, *_CT2_FUSED[fused], kind, d)
+            if fused in _CT2_FUSED and (stack == "decoder" or fused.startswith("self")):
+                _split_fused(out, name, t, f"{stack}.layers.{index}.", *_CT2_FUSED[fused], kind,
+                             config.d_model)
             else:
                 out.drop(name, "not a Whisper weight")
         return out

@@ -30,7 +30,7 @@ from oasr.features.spec import FeatureConfig
 from oasr.models.converter import BaseCheckpointConverter, MappedWeights
 from oasr.models.safe_load import UnsafeCheckpointError
 from oasr.models.zipformer.config import ZipformerConfig
-from oasr.models.zipformer.converters import model_state_dict
+from oasr.models.zipformer.converters import MODEL_KEYS, refuse_unmatched
 from oasr.models.zipformer.layout import IcefallLayout, LayoutError, find_layout, read_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 
@@ -253,12 +253,8 @@ class IcefallZipformerConverter(BaseCheckpointConverter):
 
     def map_weights(self, path: Path, config: ZipformerConfig) -> MappedWeights:
         state, _ = read_checkpoint(self._layout(path).checkpoint)
-        mapped = MappedWeights()
-        for key, value in model_state_dict(state).items():
-            mapped.put(key, value, key)
-        for key in state:
-            if key.startswith(("simple_am_proj.", "simple_lm_proj.")):
-                mapped.drop(key, "training-only (pruned RNN-T loss projection)")
+        mapped, unmatched = MODEL_KEYS.apply(state)
+        refuse_unmatched(unmatched)
         return mapped
 
     def tokenizer_root(self, path: Path) -> Path:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from oasr.models.config_dict import DictConfig
+
 
 @dataclass
-class ZipformerConfig:
+class ZipformerConfig(DictConfig):
     """icefall's ``--encoder-dim`` etc., one value per stack (``downsampling_factor``)."""
 
     feature_dim: int = 80
@@ -62,22 +63,14 @@ class ZipformerConfig:
         if self.output_downsampling_factor != 2:
             raise ValueError("Zipformer2's output downsampling is 2 (icefall asserts it)")
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ZipformerConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"ZipformerConfig does not have the fields: {', '.join(unknown)}")
+    def check_recorded(cls, data: dict[str, Any]) -> None:
         if "decode_tail_pad_frames" not in data:
             # Written before the conversion recorded icefall's front end (snip_edges=False,
             # high_freq=-400) and its chunked decoding: that bundle computes other features.
             raise ValueError("this Zipformer bundle was converted by an older oasr that did not "
                              "record icefall's feature options or chunked decoding; convert "
                              "the icefall checkpoint again (oasr convert SRC BUNDLE --overwrite)")
-        return cls(**data)
 
     @property
     def output_dim(self) -> int:

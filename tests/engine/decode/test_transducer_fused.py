@@ -7,14 +7,17 @@ overflowing batch."""
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import pytest
 import torch
 
-from oasr.engine.decode.transducer_fused import FusedGreedy, fused_tensors
+from oasr import ops
+from oasr.engine.decode.transducer_fused import _ROUTE, FusedGreedy, fused_tensors
 from oasr.engine.decode.transducer_search import greedy_search
 from oasr.models.fastconformer.transducer import LstmPredictor, ReluJoiner
 from oasr.models.transducer.stateless import AdditiveJoiner, StatelessPredictor
+from oasr.ops import dispatch
 from tests.engine.decode.test_transducer_family import requests, strategy
 
 VOCAB = 29
@@ -152,3 +155,81 @@ def test_cuda_launch_equals_the_loop(dtype, max_sym, exact_fp32_reference):
                                   max_sym_per_frame=max_sym)
             agree = sum(a.tokens == b.tokens for a, b in zip(got, ref, strict=True))
             assert agree >= 3 or sum(a.tokens == b.tokens for a, b in zip(got, ref32)) >= 3
+
+
+# -- routing (op ``transducer_greedy`` of oasr.ops), decided without a GPU ---------------------
+
+@dataclass
+class FakeCudaHidden:
+    """Stands in for CUDA encoder frames: the route and ``search`` read only these before the
+    launch (a route that does not serve returns before touching the data)."""
+
+    dtype: torch.dtype = torch.float16
+    is_cuda: bool = True
+    device: torch.device = torch.device("cuda", 0)
+    shape: tuple[int, int, int] = (2, 7, 20)
+
+
+@pytest.fixture
+def routed(monkeypatch):
+    """A clean backend and counts; ``buildable`` / ``smem_fits`` set per test."""
+    from oasr.kernels import transducer_cuda
+
+    def place(buildable: bool = True, fits: bool = True) -> None:
+        monkeypatch.setattr(dispatch, "buildable", lambda spec: buildable)
+        monkeypatch.setattr(transducer_cuda, "buildable", lambda spec: buildable)
+        monkeypatch.setattr(transducer_cuda, "smem_fits", lambda *a: fits)
+        ops.set_backend(None)  # every route re-resolves with the patched build state
+
+    ops.set_backend(None)
+    base = ops.snapshot()
+    yield place, lambda: ops.counts_since(base)
+    ops.set_backend(None)
+
+
+def _fused() -> FusedGreedy:
+    return FusedGreedy(*_heads(2), unk_id=None)
+
+
+@pytest.mark.parametrize("placement,hidden,key", [
+    ({}, FakeCudaHidden(), ("kernel", "transducer_greedy")),
+    ({}, FakeCudaHidden(dtype=torch.float32), ("kernel", "transducer_greedy")),
+    ({"fits": False}, FakeCudaHidden(), ("gap", "transducer-scratch")),
+    ({}, FakeCudaHidden(dtype=torch.float64), ("gap", "transducer-scratch")),
+    ({"buildable": False}, FakeCudaHidden(), ("gap", "cuda-toolchain")),
+])
+def test_the_cuda_launch_is_routed_and_counted_by_ops(routed, placement, hidden, key):
+    from oasr.kernels import transducer_cuda
+
+    place, counts = routed
+    place(**placement)
+    fused = _fused()
+    served = key[0] == "kernel"
+    assert fused.supports(hidden) == served  # the preview counts nothing
+    assert counts() == {}
+    if served:
+        assert _ROUTE.select(hidden, fused.tensors) is transducer_cuda.greedy_decode
+    else:  # the family's graphed torch loop serves it
+        assert fused.search(hidden, torch.tensor([7, 3]), 2) is None
+    assert counts() == {key: 1}
+
+
+def test_layers_backend_torch_sends_the_search_to_the_torch_loop(routed, monkeypatch):
+    place, counts = routed
+    monkeypatch.setenv("OASR_LAYERS_BACKEND", "torch")
+    place()
+    fused = _fused()
+    assert not fused.supports(FakeCudaHidden())
+    assert fused.search(FakeCudaHidden(), torch.tensor([7, 3]), 2) is None
+    assert counts() == {("torch_backend", "transducer_greedy"): 1}
+
+
+def test_cpu_frames_are_out_of_scope_and_run_the_host_executor(routed):
+    place, counts = routed
+    place()
+    pred, joiner = _heads(2)
+    hidden, lens = _batch(3)
+    got = FusedGreedy(pred, joiner, unk_id=None).search(hidden, lens, 2)
+    mine = {k: n for k, n in counts().items() if k[1].startswith("transducer_greedy")}
+    assert mine == {("out_of_scope", "transducer_greedy:cpu"): 1}  # the layers count apart
+    _same(got, greedy_search(pred, joiner, hidden, lens, max_sym_per_frame=2))
