@@ -54,6 +54,7 @@ import importlib
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,9 +65,9 @@ import soundfile as sf
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "data"))
-if not (SHARED / "librispeech-test-other-70").is_dir():
-    SHARED = Path("/work/shared/data")
+sys.path.insert(0, str(REPO))
+from tests.helpers.data import SHARED_DATA as SHARED  # noqa: E402
+
 SR = 16000
 SEED = 34
 SPEAKERS = ("1688", "1998", "2414", "3005", "3080", "3331", "367")
