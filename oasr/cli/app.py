@@ -50,6 +50,10 @@ app.command("wer")(wer_command)
 
 
 def main() -> None:
+    from oasr.runtime_threads import prefer_passive_wait
+
+    # Before any command imports torch: OpenMP reads its wait policy once, at load.
+    prefer_passive_wait()
     app()
 
 
