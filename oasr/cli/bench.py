@@ -53,6 +53,13 @@ def bench_command(
     plot: Path | None = typer.Option(
         None, "--plot", help="Draw RTFx against batch size per system into this PNG "
         "(needs matplotlib)."),
+    quantization: str = typer.Option(
+        "none", "--quantization", help="Run ours quantized: int8, int8-weight, fp8 or none "
+        "(docs/quantization.md)."),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, help="CPU threads for ours and every peer (torch's intra-op "
+        "pool, faster-whisper's cpu_threads); default: the cores this process may use "
+        "(affinity and cgroup quota)."),
 ) -> None:
     """Measure RTFx, latency p50/p90/p99, tokens/s, peak memory and WER per system and batch.
 
@@ -78,6 +85,12 @@ def bench_command(
     if (any(c.startswith("faster-whisper") for c in compare)
             and importlib.util.find_spec("faster_whisper") is None):
         _fail("--compare faster-whisper needs faster-whisper: pip install 'oasr[bench]'")
+    from oasr.quantization import parse_quantization
+
+    try:
+        parse_quantization(quantization)
+    except ValueError as e:
+        _fail(str(e))
     sizes = sorted(set(batch_size or [1, 16]))
     if sizes[0] < 1:
         _fail(f"--batch-size must be >= 1, got {sizes[0]}")
@@ -96,6 +109,9 @@ def bench_command(
         torch_dtype = probe.resolve_dtype(resolved)
     except ValueError as e:
         _fail(str(e))
+    from oasr.runtime_threads import configure_threads
+
+    plan = configure_threads(threads, torch.device(resolved).type)
     lm = load_pretrained(model or None)
     try:
         clips = read_clips(manifest, lm.feature_config.sample_rate)
@@ -123,7 +139,11 @@ def bench_command(
     results, dispatched = [], ops.snapshot()
     for b in sizes:
         for k in range(repeats):
-            r = bench_ours(lm, model, clips, b, device, dtype, repeat_minutes, max_new_tokens)
+            try:
+                r = bench_ours(lm, model, clips, b, device, dtype, repeat_minutes,
+                               max_new_tokens, quantization)
+            except ValueError as e:  # a quantization this device has no lane for
+                _fail(str(e))
             r.repeat = k
             results.append(r)
     # The peers run their own code in their own processes, never a route: these are ours.
@@ -131,12 +151,12 @@ def bench_command(
     # Each peer in its own process: its peak memory is its own, ours stays ours.
     for name in compare:
         job = PeerJob(name, model, device, dtype, max_new_tokens, sizes, repeats,
-                      repeat_minutes, clips)
+                      repeat_minutes, clips, threads=plan.intra_op)
         try:
             results += run_peer_isolated(job)
         except RuntimeError as e:
             _fail(str(e))
-    systems = ["ours", *dict.fromkeys(r.system for r in results if r.system != "ours")]
+    systems = list(dict.fromkeys(r.system for r in results))  # ours first
 
     _print_table(results)
     typer.echo(ops.format_dispatch_line(dispatch))
@@ -146,7 +166,8 @@ def bench_command(
         "torch": torch.__version__, "clips": len(clips),
         "clip_audio_s": sum(c.seconds for c in clips), "repeat_minutes": repeat_minutes,
         "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": systems,
-        "repeats": repeats,
+        "repeats": repeats, "quantization": quantization, "threads": plan.intra_op,
+        "cpu_budget": str(plan.budget),
         "results": [r.to_dict() for r in results],
         "dispatch": ops.dispatch_summary(dispatch),
     }
@@ -229,13 +250,14 @@ def _plot(results: list[Any], path: Path, payload: dict[str, Any]) -> None:
             lat_sd.append(sd)
         ax_rtf.errorbar(sizes, rtf, yerr=rtf_sd, marker="o", capsize=3, label=system)
         ax_lat.errorbar(sizes, lat, yerr=lat_sd, marker="o", capsize=3, label=system)
+    ours = payload["systems"][0]
     for k, system in enumerate(payload["systems"][1:]):
         for b in payload["batch_sizes"]:
-            if (system, b) in means and ("ours", b) in means and means[(system, b)] > 0:
+            if (system, b) in means and (ours, b) in means and means[(system, b)] > 0:
                 # One line per peer above our point, so several peers' labels do not overlap.
                 last = b == max(payload["batch_sizes"])
-                ax_rtf.annotate(f"{means[('ours', b)] / means[(system, b)]:.2f}x vs {system}",
-                                (b, means[("ours", b)]), textcoords="offset points",
+                ax_rtf.annotate(f"{means[(ours, b)] / means[(system, b)]:.2f}x vs {system}",
+                                (b, means[(ours, b)]), textcoords="offset points",
                                 xytext=(-4 if last else 4, 6 + 10 * k), fontsize=7,
                                 ha="right" if last else "left", annotation_clip=False)
     for ax, label in ((ax_rtf, "RTFx (audio s / wall s)"), (ax_lat, "latency p50 (ms)")):
