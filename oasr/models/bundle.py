@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from oasr.features.spec import FeatureConfig
+from oasr.models.contained import contained_path, is_contained_name
 from oasr.tokenizers.base import TokenizerSpec
 
 # 2: a pre-quantized bundle (``quantization`` set, oasr.quantization.checkpoint); a float
@@ -85,17 +86,27 @@ class Bundle:
         return load_file(str(self.weights_path), device=str(device))
 
     def build_model_config(self) -> Any:
-        """The typed model config (``model_config_class.from_dict``)."""
-        if not self.model_config_class:
-            raise BundleError(f"{self.path}: no model_config_class recorded")
-        import importlib
+        """The typed model config: the architecture's config class (found through the model
+        registry, never imported by the recorded name) ``.from_dict(model_config)``."""
+        from oasr.models.registry import ConfigClassError, UnknownNameError, model_config_class
 
-        module, _, attr = self.model_config_class.partition(":")
-        cls = getattr(importlib.import_module(module), attr)
-        return cls.from_dict(self.model_config)
+        cfg_path = self.path / CONFIG_NAME
+        try:
+            cls = model_config_class(self.architecture, self.model_config_class)
+        except (ConfigClassError, UnknownNameError) as exc:
+            raise BundleError(f"{cfg_path}: {exc}; convert the checkpoint again") from None
+        try:
+            return cls.from_dict(self.model_config)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise BundleError(f"{cfg_path}: model_config does not build a {cls.__name__} "
+                              f"({exc}); convert the checkpoint again") from None
 
     def build_feature_config(self) -> FeatureConfig:
-        return FeatureConfig(**self.feature_config)
+        try:
+            return FeatureConfig(**self.feature_config)
+        except (TypeError, ValueError) as exc:
+            raise BundleError(f"{self.path / CONFIG_NAME}: feature_config is not a frontend "
+                              f"config ({exc}); convert the checkpoint again") from None
 
     def verify(self) -> None:
         """Check the weights against the recorded sha256."""
@@ -137,18 +148,64 @@ def read_bundle(path: str | Path) -> Bundle:
         raise BundleError(f"{cfg_path} lacks {', '.join(absent)}")
     if not (path / WEIGHTS_NAME).is_file():
         raise BundleError(f"{path} lacks {WEIGHTS_NAME}")
+    _check_fields(cfg_path, cfg)
     return Bundle(
         path=path,
         format_version=version,
         architecture=cfg["architecture"],
         model_config=cfg["model_config"],
-        model_config_class=cfg.get("model_config_class", ""),
+        model_config_class=cfg.get("model_config_class") or "",
         feature_config=cfg["feature_config"],
         tokenizer_spec=TokenizerSpec(**cfg["tokenizer_spec"]),
         decoding_defaults=cfg["decoding_defaults"],
         quantization=cfg.get("quantization"),
         provenance=cfg["provenance"],
     )
+
+
+def _check_fields(cfg_path: Path, cfg: dict[str, Any]) -> None:
+    """Every name in the config that picks code or a file must be one we registered or one
+    inside the bundle; refused naming the field (the config is data: it never names a module
+    to import)."""
+    from oasr.features import EXTRACTORS
+    from oasr.models.registry import MODEL_REGISTRY, declared_config_classes
+    from oasr.tokenizers import TOKENIZERS
+
+    def refuse(what: str) -> BundleError:
+        return BundleError(f"{cfg_path}: {what}; convert the checkpoint again")
+
+    for key in ("model_config", "feature_config", "tokenizer_spec", "decoding_defaults",
+                "provenance"):
+        if not isinstance(cfg[key], dict):
+            raise refuse(f"{key} is a {type(cfg[key]).__name__}, not an object")
+    if not isinstance(cfg.get("quantization"), (dict, type(None))):
+        raise refuse("quantization is neither an object nor null")
+    arch = cfg["architecture"]
+    if not isinstance(arch, str) or arch not in MODEL_REGISTRY:
+        raise refuse(f"architecture {arch!r} is not registered (registered: "
+                     f"{', '.join(MODEL_REGISTRY.names())}; a plugin's must be installed)")
+    recorded = cfg.get("model_config_class") or ""
+    declared = declared_config_classes(arch)
+    if recorded not in (*declared, ""):
+        raise refuse(f"model_config_class {recorded!r} is not the {arch} config class "
+                     f"({' or '.join(declared) or 'none declared'}); a bundle cannot name code "
+                     "to import")
+    spec = cfg["tokenizer_spec"]
+    if set(spec) - {"kind", "files", "options"} or not isinstance(spec.get("kind"), str):
+        raise refuse("tokenizer_spec must hold a kind (and files, options) only")
+    if spec["kind"] not in TOKENIZERS:
+        raise refuse(f"tokenizer kind {spec['kind']!r} is not registered (registered: "
+                     f"{', '.join(TOKENIZERS.names())})")
+    files = spec.get("files", {})
+    if not isinstance(files, dict) or not isinstance(spec.get("options", {}), dict):
+        raise refuse("tokenizer_spec files and options must be objects")
+    outside = [f for f in files.values() if not is_contained_name(f)]
+    if outside:
+        raise refuse(f"tokenizer_spec names {outside[0]!r}, not a file inside {TOKENIZER_DIR}/")
+    feature_type = cfg["feature_config"].get("feature_type")
+    if not isinstance(feature_type, str) or feature_type not in EXTRACTORS:
+        raise refuse(f"feature_type {feature_type!r} is not a registered frontend (registered: "
+                     f"{', '.join(EXTRACTORS.names())})")
 
 
 def write_bundle(
@@ -179,6 +236,13 @@ def write_bundle(
             existing bundle and ``overwrite`` is off.
         FileNotFoundError: a tokenizer file is missing from ``tokenizer_src``.
     """
+    from oasr.models.registry import declared_config_classes
+
+    declared = declared_config_classes(architecture)
+    if model_config_class not in declared:
+        raise BundleError(f"{model_config_class!r} is not the {architecture} config class "
+                          f"({' or '.join(declared) or 'none declared'}); a bundle records the "
+                          "class its architecture's converter declares")
     dst = Path(dst).absolute()
     _check_destination(dst, overwrite)
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -191,15 +255,16 @@ def write_bundle(
         tok_dir = tmp / TOKENIZER_DIR
         tok_dir.mkdir()
         for rel in tokenizer_spec.files.values():
-            target = tok_dir / rel
+            target = contained_path(tok_dir, rel, "tokenizer_spec")
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(tokenizer_src) / rel, target)
+            shutil.copy2(contained_path(Path(tokenizer_src), rel, "tokenizer_spec"), target)
         config = {
             "format_version": FORMAT_VERSION if quantization else 1,
             "architecture": architecture,
             "model_config_class": model_config_class,
             "model_config": _config_dict(model_config),
-            "feature_config": dataclasses.asdict(feature_config),
+            # every option written out: later default changes never move a bundle's features
+            "feature_config": dataclasses.asdict(feature_config.complete()),
             "tokenizer_spec": dataclasses.asdict(tokenizer_spec),
             "decoding_defaults": decoding_defaults,
             "quantization": quantization,

@@ -12,6 +12,7 @@ inheriting from this class is optional.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import torch
 
 from oasr.dtypes import dtype_from_name
 from oasr.features.spec import FeatureConfig
+from oasr.models.contained import contained_path
 from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 
@@ -77,6 +79,8 @@ class LoadReport:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     mismatched: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    # What the conversion assumed or chose that the checkpoint did not say (printed).
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -133,6 +137,7 @@ class LoadReport:
             reasons[why] = reasons.get(why, 0) + 1
         lines = [head] + [f"  dropped {n} x {why}" for why, n in sorted(reasons.items())]
         lines += [f"  missing {k}" for k in self.missing]
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -148,10 +153,12 @@ def load_hf_weights(folder: str | Path) -> dict[str, torch.Tensor]:
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        weight_map = json.loads(index.read_text())["weight_map"]
+        weight_map = (read_json(index) or {}).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise CorruptCheckpointFileError(f"{index} has no weight_map object")
         out: dict[str, torch.Tensor] = {}
         for shard in sorted(set(weight_map.values())):
-            out.update(load_file(str(folder / shard)))
+            out.update(load_file(str(contained_path(folder, shard, str(index)))))
         missing = sorted(set(weight_map) - set(out))
         if missing:
             raise FileNotFoundError(f"{index} lists tensors its shards lack: {missing[:5]}")
@@ -189,25 +196,66 @@ class CorruptCheckpointFileError(ValueError):
     parse); never read as absent, which would fall back to guessed defaults."""
 
 
+# A config, token list or tokenizer.json larger than this is not one (refused before reading).
+CONFIG_MAX_BYTES = 64 << 20
+
+
+def _read_config_bytes(path: Path) -> bytes | None:
+    if not path.is_file():
+        return None
+    size = path.stat().st_size
+    if size > CONFIG_MAX_BYTES:
+        raise CorruptCheckpointFileError(f"{path} holds {size} bytes, over the {CONFIG_MAX_BYTES} "
+                                         "a config may take; it is not a checkpoint config")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CorruptCheckpointFileError(f"{path} cannot be read ({exc})") from exc
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or ``None`` when the file is absent.
 
     Raises:
-        CorruptCheckpointFileError: the file exists but is unreadable, is not JSON, or is not
-            a JSON object; the message names the file.
+        CorruptCheckpointFileError: the file exists but is unreadable, over
+            ``CONFIG_MAX_BYTES``, is not JSON, or is not a JSON object; the message names it.
     """
     path = Path(path)
-    if not path.is_file():
-        return None
+    raw = _read_config_bytes(path)
+    return None if raw is None else _parse_mapping(raw, path, "JSON", json.loads, ValueError,
+                                                   "an object")
+
+
+def parse_yaml(raw: bytes, where: Path | str) -> dict[str, Any]:
+    """A YAML mapping from ``raw`` with ``yaml.safe_load`` (plain data only: a ``!!python``
+    tag is an error, never a constructor).
+
+    Raises:
+        CorruptCheckpointFileError: not UTF-8, not YAML, or not a mapping; names ``where``.
+    """
+    import yaml
+
+    return _parse_mapping(raw, where, "YAML", yaml.safe_load, yaml.YAMLError, "a mapping")
+
+
+def _parse_mapping(raw: bytes, where: Path | str, fmt: str, loads: Callable[[str], Any],
+                   error: type[Exception], container: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise CorruptCheckpointFileError(f"{path} is not valid JSON ({exc}); repair or "
-                                         "replace the file") from exc
+        data = loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, RecursionError, error) as exc:
+        reason = " ".join(str(exc).split())
+        raise CorruptCheckpointFileError(f"{where} is not valid {fmt} ({reason}); repair or "
+                                         "replace the file") from None
     if not isinstance(data, dict):
-        raise CorruptCheckpointFileError(
-            f"{path} holds a JSON {type(data).__name__}, not an object; repair or replace it")
+        raise CorruptCheckpointFileError(f"{where} holds a {fmt} {type(data).__name__}, not "
+                                         f"{container}; repair or replace it")
     return data
+
+
+def read_yaml(path: Path) -> dict[str, Any] | None:
+    """A YAML mapping from ``path`` (``parse_yaml``), or ``None`` when the file is absent."""
+    raw = _read_config_bytes(Path(path))
+    return None if raw is None else parse_yaml(raw, path)
 
 
 class BaseCheckpointConverter:
@@ -223,6 +271,8 @@ class BaseCheckpointConverter:
     default_checkpoint_name: str = ""
     detect_specificity: int = 0
     looks_for: str = ""
+    # Whether a checkpoint of this format can be a single file (a .nemo tar), not a folder.
+    reads_files: bool = False
     # "module:Class" of the config ``build_config`` returns; recorded in bundles.
     config_class: str = ""
 
@@ -254,6 +304,16 @@ class BaseCheckpointConverter:
 
     def build_feature_config(self, config: Any) -> FeatureConfig:
         raise NotImplementedError(f"{type(self).__name__} does not declare a feature frontend")
+
+    def tokenizer_root(self, path: Path) -> Path:
+        """The folder ``build_tokenizer_spec``'s file names are relative to: ``path`` unless
+        the format keeps its tokenizer elsewhere (icefall: ``data/lang_*`` beside ``exp/``)."""
+        return Path(path)
+
+    def conversion_notes(self, path: Path, config: Any) -> list[str]:
+        """What the conversion assumed that the checkpoint did not say (the report prints
+        them); none by default."""
+        return []
 
     # -- provided ----------------------------------------------------------------------------
     def load_checked(self, path: Path, config: Any) -> tuple[dict[str, torch.Tensor], LoadReport]:
@@ -304,12 +364,13 @@ class BaseCheckpointConverter:
             state_dict=tensors,
             feature_config=self.build_feature_config(config),
             tokenizer_spec=self.build_tokenizer_spec(src),
-            tokenizer_src=src,
+            tokenizer_src=self.tokenizer_root(src),
             decoding_defaults=self.build_decoding_defaults(config, src),
             source=source_label or str(src),
             source_format=self.source_format,
             overwrite=overwrite,
         )
+        report.notes += self.conversion_notes(src, config)
         return report
 
     def __repr__(self) -> str:

@@ -46,7 +46,8 @@ class LoadedModel:
 def _source_key(src: str, path: Path) -> str:
     """A cache key that changes when the source's files change."""
     h = hashlib.sha256(str(path).encode())
-    for f in sorted(p for p in path.iterdir() if p.is_file()):
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    for f in files:
         st = f.stat()
         h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", src).strip("_")[:60] or "model"

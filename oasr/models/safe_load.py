@@ -21,11 +21,37 @@ import torch
 
 __all__ = ["UnsafeCheckpointError", "load_torch_checkpoint", "SAFE_GLOBALS"]
 
-# Classes a checkpoint may name: constructing one only makes a value.
-SAFE_GLOBALS: tuple[type, ...] = (pathlib.PosixPath, pathlib.PurePosixPath,
-                                  pathlib.WindowsPath, pathlib.PureWindowsPath, pathlib.Path)
+# Classes a checkpoint may name: constructing one only makes a value. A Windows path (and the
+# names Python 3.13 pickles paths under) is read as the pure path it spells.
+SAFE_GLOBALS: tuple[Any, ...] = (
+    pathlib.PosixPath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
+    (pathlib.PureWindowsPath, "pathlib.WindowsPath"),
+    (pathlib.PurePosixPath, "pathlib._local.PosixPath"),
+    (pathlib.PurePosixPath, "pathlib._local.PurePosixPath"),
+    (pathlib.PureWindowsPath, "pathlib._local.WindowsPath"),
+    (pathlib.PureWindowsPath, "pathlib._local.PureWindowsPath"),
+)
 
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+# Opcodes that name a callable to import (a pickler other than torch.save writes these).
+_CODE_OPCODES = {ord("i"): "INST", ord("o"): "OBJ", ord("c"): "GLOBAL", 0x93: "STACK_GLOBAL",
+                 0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4"}
+_OPERAND = re.compile(r"Unsupported operand (\d+)")
+_CODE_CALL = ("call reduce for unrecognized function", "Can only create new object")
+
+
+def _names_code(text: str) -> str | None:
+    """What in a refused pickle would run code (a phrase), or ``None`` if the error is about
+    something else (bytes that are not a pickle at all)."""
+    found = _GLOBAL.search(text)
+    if found:
+        return f"names {found.group(1)}, which"
+    op = _OPERAND.search(text)
+    if op and int(op.group(1)) in _CODE_OPCODES:
+        return f"imports a callable ({_CODE_OPCODES[int(op.group(1))]} opcode), which"
+    if any(phrase in text for phrase in _CODE_CALL):
+        return "calls a class or function, which"
+    return None
 
 
 class UnsafeCheckpointError(ValueError):
@@ -50,17 +76,18 @@ def load_torch_checkpoint(source: str | Path | bytes | IO[bytes], *, name: str |
         with torch.serialization.safe_globals(list(SAFE_GLOBALS)):
             return torch.load(source, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        text = str(exc)
-        found = _GLOBAL.search(text)
-        what = found.group(1) if found else None
-        named = f" names {what}, which" if what else ""
+        what = _names_code(str(exc))
+        if what is None:
+            raise ValueError(f"{label} is not a readable torch checkpoint (it is not a pickle "
+                             "torch.load reads); download or re-create the file") from None
         raise UnsafeCheckpointError(
-            f"{label}{named} would run code when unpickled, so it was not loaded (checkpoints "
+            f"{label} {what} would run code when unpickled, so it was not loaded (checkpoints "
             "are read as tensors only). Re-save its tensors in an environment you trust, e.g. "
             "torch.save({'model': ckpt['model']}, 'pretrained.pt') (icefall's export.py writes "
             "that layout), or convert it to safetensors") from None
     except FileNotFoundError:
         raise
     except Exception as exc:  # noqa: BLE001 - the unpickler raises anything on junk bytes
-        raise ValueError(f"{label} is not a readable torch checkpoint "
-                         f"({type(exc).__name__}: {exc})") from None
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise ValueError(f"{label} is not a readable torch checkpoint ({reason}); download or "
+                         "re-create the file") from None

@@ -2,7 +2,8 @@
 
 A source is, in the order tried:
 
-1. a local folder (a checkpoint or a native bundle): itself;
+1. a local folder (a checkpoint or a native bundle), or a checkpoint file (a ``.nemo``):
+   itself (a file no registered format claims is refused at detection);
 2. an installed Python package that ships a model: the folder inside it holding the model
    files (``model.bin``, ``config.json``, ``oasr_config.json``, ...);
 3. a model split across packages ``<prefix>_part1``, ``<prefix>_part2``, ... each holding
@@ -59,10 +60,11 @@ def resolve_source(
     hub_cache_dir: str | Path | None = None,
     offline: bool | None = None,
 ) -> Path:
-    """The local folder ``src`` stands for.
+    """The local folder (or checkpoint file) ``src`` stands for.
 
     Args:
-        src: a folder, an installed package name, a split-package prefix or name, or a Hub id.
+        src: a folder or file, an installed package name, a split-package prefix or name, or a
+            Hub id.
         cache_dir: where joined split packages go (default: ``envs.cache_dir() / "sources"``).
         hub_cache_dir: the Hugging Face Hub cache (default: huggingface_hub's, i.e.
             ``HF_HUB_CACHE``).
@@ -72,10 +74,12 @@ def resolve_source(
         SourceNotFoundError: nothing matched; the message says what was tried.
     """
     path = Path(src).expanduser()
-    if path.is_dir():
+    if path.is_dir() or path.is_file():
+        # A file (a .nemo) is a source only if a registered format claims it; detection says.
         return path.resolve()
     if path.exists():
-        raise SourceNotFoundError(f"{src} is a file; pass the folder that holds the model")
+        raise SourceNotFoundError(f"{src} is neither a regular file nor a folder; pass the "
+                                  "checkpoint's folder or file")
     text = str(src)
     if _MODULE_NAME.match(text):
         found = _from_package(text, Path(cache_dir) if cache_dir else envs.cache_dir() / "sources")

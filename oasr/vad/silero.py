@@ -23,7 +23,6 @@ on real speech, so it is not the reference model.
 from __future__ import annotations
 
 import importlib.util
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from oasr.layers import LSTM, Conv1d, Relu, Sigmoid
+from oasr.models.torchscript_weights import load_torchscript_tensors
 from oasr.vad.spec import SpeechDetector, SpeechProbs, VadFraming, VadSpec
 
 SAFETENSORS = "silero_vad_16k.safetensors"
@@ -112,9 +112,8 @@ def _load_16k(path: Path) -> dict[str, torch.Tensor]:
 
 
 def _load_jit(path: Path, sample_rate: int) -> dict[str, torch.Tensor]:
-    with warnings.catch_warnings():  # torch deprecates the format; the package ships it
-        warnings.simplefilter("ignore", DeprecationWarning)
-        sd = torch.jit.load(str(path), map_location="cpu").state_dict()
+    # The archive's tensors only: its TorchScript code is never compiled or run.
+    sd = load_torchscript_tensors(path)
     p = "_model." if sample_rate == 16000 else "_model_8k."
     out = {"stft_conv.weight": sd[p + "stft.forward_basis_buffer"],
            "final_conv.weight": sd[p + "decoder.decoder.2.weight"],

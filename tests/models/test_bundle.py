@@ -183,3 +183,12 @@ def test_convert_real_tiny_en_into_a_bundle(tmp_path):
     fp32 = read_bundle(tmp_path / "fp32").load_state_dict()
     assert fp32["encoder.conv1.weight"].dtype == torch.float32
     assert torch.equal(fp32["encoder.conv1.weight"], direct["encoder.conv1.weight"].float())
+
+
+def test_the_config_class_comes_from_the_architecture(tmp_path, tokenizer_src):
+    dst = _write(tmp_path / "bundle", tokenizer_src, _state())
+    cfg_path = dst / "oasr_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["model_config_class"] = ""  # none recorded: the architecture's one declared class
+    cfg_path.write_text(json.dumps(cfg))
+    assert read_bundle(dst).build_model_config() == _config()

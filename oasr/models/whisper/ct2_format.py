@@ -28,14 +28,21 @@ from typing import BinaryIO
 
 import torch
 
+from oasr.models.converter import CorruptCheckpointFileError
+
 SUPPORTED_BINARY_VERSION = 6
+# A crafted header is bounded by these and by the file's size, never by what it declares.
+MAX_RANK = 8
+MAX_ALIAS_HOPS = 16
+_MIN_VARIABLE_BYTES = 3 + 1 + 1 + 4  # a name (u16 length, a char, NUL), rank, dtype, nbytes
+_MIN_ALIAS_BYTES = 2 * (2 + 1)
 DTYPES: tuple[torch.dtype, ...] = (
     torch.float32, torch.int8, torch.int16, torch.int32, torch.float16, torch.bfloat16,
 )
 _SCALE_SUFFIX = "_scale"
 
 
-class Ct2FormatError(ValueError):
+class Ct2FormatError(CorruptCheckpointFileError):
     """The file is not a CTranslate2 model.bin this reader understands (or is truncated)."""
 
 
@@ -62,15 +69,23 @@ class Ct2Header:
     aliases: dict[str, str] = field(default_factory=dict)
 
     def resolve(self, name: str) -> Ct2Variable:
-        """The stored variable ``name`` is or aliases."""
-        seen = set()
-        while name in self.aliases:
-            if name in seen:
-                raise Ct2FormatError(f"{self.path}: alias cycle through {name!r}")
-            seen.add(name)
+        """The stored variable ``name`` is or aliases.
+
+        Raises:
+            Ct2FormatError: no such variable, or an alias chain that loops or runs longer than
+                ``MAX_ALIAS_HOPS`` (CTranslate2 writes aliases of stored variables).
+        """
+        first = name
+        for _ in range(MAX_ALIAS_HOPS):
+            if name not in self.aliases:
+                break
             name = self.aliases[name]
+        else:
+            raise Ct2FormatError(f"{self.path}: the alias {first!r} does not reach a variable in "
+                                 f"{MAX_ALIAS_HOPS} steps (a loop or a crafted chain)")
         if name not in self.variables:
-            raise KeyError(f"{self.path} has no variable {name!r}")
+            raise Ct2FormatError(f"{self.path} has no variable {name!r}; it is not a complete "
+                                 "CTranslate2 model of this kind")
         return self.variables[name]
 
     def names(self) -> list[str]:
@@ -163,10 +178,16 @@ def read_ct2_header(path: str | Path) -> Ct2Header:
         spec_name = r.string()
         revision = r.u32()
         count = r.u32()
+        _check_count(r, count, _MIN_VARIABLE_BYTES, "variables")
         variables: dict[str, Ct2Variable] = {}
         for _ in range(count):
             name = r.string()
+            if name in variables:
+                raise Ct2FormatError(f"{path}: variable {name!r} is stored twice")
             rank = r.u8()
+            if rank > MAX_RANK:
+                raise Ct2FormatError(f"{path}: variable {name!r} has rank {rank} (at most "
+                                     f"{MAX_RANK} is read)")
             shape = tuple(r.u32() for _ in range(rank))
             code = r.u8()
             if code >= len(DTYPES):
@@ -181,11 +202,14 @@ def read_ct2_header(path: str | Path) -> Ct2Header:
                 )
             offset = f.tell()
             if offset + nbytes > size:
-                raise Ct2FormatError(f"{path} is truncated inside variable {name!r}")
+                raise Ct2FormatError(f"{path} is truncated inside variable {name!r} (download "
+                                     "or convert it again)")
             f.seek(nbytes, 1)
             variables[name] = Ct2Variable(name, shape, dtype, offset, nbytes)
         aliases = {}
-        for _ in range(r.u32()):
+        n_aliases = r.u32()
+        _check_count(r, n_aliases, _MIN_ALIAS_BYTES, "aliases")
+        for _ in range(n_aliases):
             alias = r.string()
             aliases[alias] = r.string()
         if f.tell() != size:
@@ -194,6 +218,15 @@ def read_ct2_header(path: str | Path) -> Ct2Header:
     for alias in aliases:
         header.resolve(alias)  # a dangling alias is a broken file, not a missing weight
     return header
+
+
+def _check_count(r: _Reader, count: int, min_bytes: int, what: str) -> None:
+    """Refuse a declared count that the rest of the file cannot hold (before looping on it)."""
+    left = r.size - r.f.tell()
+    if count * min_bytes > left:
+        raise Ct2FormatError(f"{r.path} declares {count} {what} but has {left} bytes left; it is "
+                             "truncated or not a CTranslate2 model.bin (download or convert it "
+                             "again)")
 
 
 def _read_tensor(f: BinaryIO, var: Ct2Variable) -> torch.Tensor:

@@ -136,3 +136,49 @@ def test_refuses_limited_context_attention(tmp_path: Path) -> None:
     (folder / "model_config.yaml").write_text(yaml.safe_dump(cfg))
     with pytest.raises(ValueError, match="att_context_size"):
         NemoTdtConverter().build_config(folder)
+
+
+def test_a_nemo_file_is_a_source_for_convert_transcribe_and_load(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """``oasr convert X.nemo``, ``oasr transcribe --model X.nemo`` and ``oasr.load("X.nemo")``
+    take the file itself; the texts equal those of the bundle converted from it, and the
+    members unpacked for the conversion are gone afterwards."""
+    import json
+    import tempfile
+
+    import numpy as np
+    import soundfile as sf
+    from typer.testing import CliRunner
+
+    import oasr
+    from oasr.cli.app import app
+
+    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    hf = save_hf("tdt", tmp_path / "hf", blank_bias=0.0)
+    nemo = write_nemo(tmp_path / "tiny.nemo", hf, "tdt")
+    wav = tmp_path / "in.wav"
+    sf.write(wav, np.random.default_rng(0).standard_normal(16000).astype(np.float32) * 0.1,
+             16000)
+    runner = CliRunner()
+
+    res = runner.invoke(app, ["convert", str(nemo), str(tmp_path / "bundle")])
+    assert res.exit_code == 0, res.output
+    assert "format: nemo (architecture parakeet_tdt)" in res.output
+    assert not list((tmp_path / "tmp").iterdir())
+
+    texts = {}
+    for name, model in (("nemo", nemo), ("bundle", tmp_path / "bundle")):
+        out = tmp_path / f"{name}.jsonl"
+        res = runner.invoke(app, ["transcribe", str(wav), "--model", str(model), "-o", str(out),
+                                  "--device", "cpu"])
+        assert res.exit_code == 0, res.output
+        row = json.loads(out.read_text().splitlines()[0])
+        assert not row.get("error"), row
+        texts[name] = row["text"]
+    assert texts["nemo"] == texts["bundle"] and texts["nemo"]
+    assert not list((tmp_path / "tmp").iterdir())
+
+    model = oasr.load(str(nemo), device="cpu")
+    assert model.transcript(str(wav)).text == texts["nemo"]
