@@ -170,9 +170,12 @@ def decode_workers(device_type: str = "cpu") -> int:
 
 
 def configure_threads(requested: int | None = None, device_type: str = "cpu") -> ThreadPlan:
-    """Plan the run's threads and set torch's intra-op pool to the plan."""
+    """Plan the run's threads and set torch's intra-op pool to the plan. Without
+    ``requested``, an ``OMP_NUM_THREADS`` in the environment is the user's choice and kept."""
     import torch
 
+    if requested is None and os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        requested = max(1, torch.get_num_threads())
     plan = plan_threads(requested, device_type)
     torch.set_num_threads(plan.intra_op)
     return plan
