@@ -54,9 +54,10 @@ def bench_command(
     plot: Path | None = typer.Option(
         None, "--plot", help="Draw RTFx against batch size per system into this PNG "
         "(needs matplotlib)."),
-    quantization: str = typer.Option(
-        "none", "--quantization", help="Run ours quantized: int8, int8-weight, fp8 or none "
-        "(docs/quantization.md)."),
+    quantization: list[str] = typer.Option(
+        [], "--quantization", help="Run ours quantized: int8, int8-weight, fp8 or none "
+        "(docs/quantization.md). Repeatable: each is a system of its own (ours, ours-int8, "
+        "...) on a fresh copy of the model; default none."),
     threads: int | None = typer.Option(
         None, "--threads", min=1, help="CPU threads for ours and every peer (torch's intra-op "
         "pool, faster-whisper's cpu_threads); default: the cores this process may use "
@@ -88,8 +89,10 @@ def bench_command(
         _fail("--compare faster-whisper needs faster-whisper: pip install 'oasr[bench]'")
     from oasr.quantization import parse_quantization
 
+    quantizations = list(dict.fromkeys(quantization or ["none"]))
     try:
-        parse_quantization(quantization)
+        for q in quantizations:
+            parse_quantization(q)
     except ValueError as e:
         _fail(str(e))
     sizes = sorted(set(batch_size or [1, 16]))
@@ -138,15 +141,18 @@ def bench_command(
     from oasr import ops
 
     results, dispatched = [], ops.snapshot()
-    for b in sizes:
-        for k in range(repeats):
-            try:
-                r = bench_ours(lm, model, clips, b, device, dtype, repeat_minutes,
-                               max_new_tokens, quantization)
-            except ValueError as e:  # a quantization this device has no lane for
-                _fail(str(e))
-            r.repeat = k
-            results.append(r)
+    for i, q in enumerate(quantizations):
+        # A quantization rewrites the model in place: each after the first gets its own copy.
+        lm_q = lm if i == 0 else load_pretrained(model or None)
+        for b in sizes:
+            for k in range(repeats):
+                try:
+                    r = bench_ours(lm_q, model, clips, b, device, dtype, repeat_minutes,
+                                   max_new_tokens, q)
+                except ValueError as e:  # a quantization this device has no lane for
+                    _fail(str(e))
+                r.repeat = k
+                results.append(r)
     # The peers run their own code in their own processes, never a route: these are ours.
     dispatch = ops.counts_since(dispatched)
     # Each peer in its own process: its peak memory is its own, ours stays ours.
@@ -167,7 +173,7 @@ def bench_command(
         "torch": torch.__version__, "clips": len(clips),
         "clip_audio_s": sum(c.seconds for c in clips), "repeat_minutes": repeat_minutes,
         "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": systems,
-        "repeats": repeats, "quantization": quantization, "threads": plan.intra_op,
+        "repeats": repeats, "quantization": quantizations, "threads": plan.intra_op,
         "cpu_budget": str(plan.budget),
         "results": [r.to_dict() for r in results],
         "dispatch": ops.dispatch_summary(dispatch),
