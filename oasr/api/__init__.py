@@ -259,6 +259,8 @@ def load(model: str | None = None, *, options: RunOptions | None = None,
     ``keywords`` are the run options ``oasr transcribe`` takes, under the same names
     (:class:`~oasr.transcribe.options.RunKeywords`): ``device`` (auto, cpu, cuda, cuda:N),
     ``dtype``, ``batch_size`` (None: from the device, as the CLI), ``threads``,
+    ``quantization`` (int8, int8-weight, fp8, none) or faster-whisper's ``compute_type``
+    (``int8``, ``int8_float16``, ``float16``...),
     ``decode_method``, ``decode_options`` (the family's, as ``--decode-option``; an unknown key
     raises naming the valid ones), ``beam_size``, ``word_timestamps`` (None: on when the family
     can time words), ``language_check``, ``vad`` (``silero``, ``fsmn``; default ``none``),

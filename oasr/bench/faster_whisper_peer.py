@@ -86,7 +86,9 @@ class FasterWhisperPeer:
 
 
 def build_faster_whisper(source: str, device: str, dtype: Any, max_new_tokens: int,
-                         int8: bool = False) -> FasterWhisperPeer:
+                         int8: bool = False, threads: int = 0) -> FasterWhisperPeer:
+    """faster-whisper on ``source``'s CTranslate2 files. ``threads``: CTranslate2's
+    ``cpu_threads`` (0: its default); ``oasr bench`` passes ours, so both run on as many."""
     import importlib.util
 
     if importlib.util.find_spec("faster_whisper") is None:
@@ -97,4 +99,5 @@ def build_faster_whisper(source: str, device: str, dtype: Any, max_new_tokens: i
         compute = "int8_float16" if cuda else "int8"
     else:
         compute = "float16" if cuda else "float32"
-    return FasterWhisperPeer(ct2_model_dir(source), device, compute, max_new_tokens)
+    return FasterWhisperPeer(ct2_model_dir(source), device, compute, max_new_tokens,
+                             threads=threads)

@@ -29,6 +29,7 @@ class PeerJob:
     repeats: int
     repeat_minutes: float | None
     clips: list[BenchClip]
+    threads: int = 0  # CPU threads (torch's and the peer's own pool); 0: their defaults
 
 
 def _work(job: PeerJob) -> list[dict[str, Any]]:
@@ -38,6 +39,10 @@ def _work(job: PeerJob) -> list[dict[str, Any]]:
 
     probe = EngineConfig(model=job.model, device=job.device, dtype=job.dtype)
     device = probe.resolve_device()
+    if job.threads:
+        import torch
+
+        torch.set_num_threads(job.threads)
     lm = None
     if job.peer == "transformers":
         import transformers
@@ -48,7 +53,7 @@ def _work(job: PeerJob) -> list[dict[str, Any]]:
 
         lm = load_pretrained(job.model or None)
     peer = build_peer(job.peer, lm, device, probe.resolve_dtype(device), job.max_new_tokens,
-                      source=job.model)
+                      source=job.model, threads=job.threads)
     out = []
     for b in job.sizes:
         for k in range(job.repeats):

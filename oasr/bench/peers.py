@@ -214,20 +214,24 @@ def _transformers_peer(lm: Any, device: str, dtype: Any, max_new_tokens: int
 
 
 def _faster_whisper_peer(int8: bool) -> Callable[..., Any]:
-    def build(lm: Any, device: str, dtype: Any, max_new_tokens: int, source: str = "") -> Any:
+    def build(lm: Any, device: str, dtype: Any, max_new_tokens: int, source: str = "",
+              threads: int = 0) -> Any:
         from oasr.bench.faster_whisper_peer import build_faster_whisper
 
-        return build_faster_whisper(source, device, dtype, max_new_tokens, int8=int8)
+        return build_faster_whisper(source, device, dtype, max_new_tokens, int8=int8,
+                                    threads=threads)
 
     return build
 
 
-# Peer name -> factory(lm, device, dtype, max_new_tokens, source=) returning an object with
-# ``name`` and ``transcribe_with_counts(audios) -> (texts, tokens)``. ``lm`` is our loaded model
-# (None for a peer that reads the source itself: WEIGHTLESS_PEERS).
+# Peer name -> factory(lm, device, dtype, max_new_tokens, source=, threads=) returning an
+# object with ``name`` and ``transcribe_with_counts(audios) -> (texts, tokens)``. ``lm`` is our
+# loaded model (None for a peer that reads the source itself: WEIGHTLESS_PEERS); ``threads``:
+# the CPU threads a peer with a pool of its own uses (0: its default; torch peers follow
+# torch.set_num_threads, which the caller sets).
 PEERS: dict[str, Callable[..., Any]] = {
-    "transformers": lambda lm, device, dtype, max_new_tokens, source="": _transformers_peer(
-        lm, device, dtype, max_new_tokens),
+    "transformers": lambda lm, device, dtype, max_new_tokens, source="", threads=0: (
+        _transformers_peer(lm, device, dtype, max_new_tokens)),
     "faster-whisper": _faster_whisper_peer(int8=False),
     "faster-whisper-int8": _faster_whisper_peer(int8=True),
 }
@@ -240,9 +244,9 @@ def peer_needs_weights(name: str) -> bool:
 
 
 def build_peer(name: str, lm: Any, device: str, dtype: Any,
-               max_new_tokens: int = MAX_NEW_TOKENS, source: str = "") -> Any:
-    """The peer ``name`` on ``lm``'s weights (or ``source``'s files); ValueError naming the
-    valid peers if unknown."""
+               max_new_tokens: int = MAX_NEW_TOKENS, source: str = "", threads: int = 0) -> Any:
+    """The peer ``name`` on ``lm``'s weights (or ``source``'s files), on ``threads`` CPU
+    threads (0: its default); ValueError naming the valid peers if unknown."""
     if name not in PEERS:
         raise ValueError(f"unknown peer {name!r}; valid: {', '.join(sorted(PEERS))}")
-    return PEERS[name](lm, device, dtype, max_new_tokens, source=source)
+    return PEERS[name](lm, device, dtype, max_new_tokens, source=source, threads=threads)

@@ -194,18 +194,23 @@ def _result(system: str, batch: int, clips: list[BenchClip], work: list[tuple[st
 
 def bench_ours(lm: Any, model: str, clips: list[BenchClip], batch: int, device: str,
                dtype: str, repeat_minutes: float | None = None,
-               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> BenchResult:
+               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+               quantization: str | None = None) -> BenchResult:
     """Our engine (``ASREngine``) over ``clips`` at ``max_batch_size=batch``.
 
-    ``lm``: the loaded model, shared by every run (the engine moves it to ``device``/``dtype``).
+    ``lm``: the loaded model, shared by every run (the engine moves it to ``device``/``dtype``
+    and applies ``quantization`` to it in place: every run of one ``lm`` must ask for the
+    same one). The result's system is ``ours`` or ``ours-<method>``.
     """
     from oasr.engine.config import EngineConfig
     from oasr.engine.engine import ASREngine
     from oasr.engine.request import Request
 
     config = EngineConfig(model=model, device=device, dtype=dtype, max_batch_size=batch,
-                          max_decode_slots=max(256, batch), max_new_tokens=max_new_tokens)
+                          max_decode_slots=max(256, batch), max_new_tokens=max_new_tokens,
+                          quantization=quantization)
     engine = ASREngine(config, loaded=lm)
+    system = "ours" if engine.quantization is None else f"ours-{engine.quantization.spec.method}"
     resolved = config.resolve_device()
     list(engine.run(Request(f"warm-up-{i}", c.audio) for i, c in enumerate(clips)))
 
@@ -240,7 +245,7 @@ def bench_ours(lm: Any, model: str, clips: list[BenchClip], batch: int, device: 
         tokens += len(out.token_ids)
     _sync(resolved)
     wall = time.perf_counter() - t0
-    return _result("ours", batch, clips, work, wall, latencies, tokens, texts, resolved, errors)
+    return _result(system, batch, clips, work, wall, latencies, tokens, texts, resolved, errors)
 
 
 def bench_peer(peer: Any, clips: list[BenchClip], batch: int, device: str,

@@ -58,6 +58,10 @@ for _name, _fn, _summary in COMMANDS:
 
 
 def main() -> None:
+    from oasr.runtime_threads import prefer_passive_wait
+
+    # Before any command imports torch: OpenMP reads its wait policy once, at load.
+    prefer_passive_wait()
     app()
 
 

@@ -25,7 +25,8 @@ PROGRAM = "oasr"
 
 def series_label(system: str) -> str:
     """What a result's system is called where people read it: ours by the program's name."""
-    return PROGRAM if system == "ours" else system
+    # "ours-int8" (a quantization as its own system) reads "oasr-int8"
+    return PROGRAM + system[len("ours"):] if system.startswith("ours") else system
 
 
 def machine_load() -> dict[str, Any]:
@@ -80,6 +81,14 @@ def bench_command(
     plot: Path | None = typer.Option(
         None, "--plot", help="Draw RTFx against batch size per system into this PNG "
         "(needs matplotlib)."),
+    quantization: list[str] = typer.Option(
+        [], "--quantization", help="Run ours quantized: int8, int8-weight, fp8 or none "
+        "(docs/quantization.md). Repeatable: each is a system of its own (ours, ours-int8, "
+        "...) on a fresh copy of the model; default none."),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, help="CPU threads for ours and every peer (torch's intra-op "
+        "pool, faster-whisper's cpu_threads); default: the cores this process may use "
+        "(affinity and cgroup quota)."),
 ) -> None:
     """Measure RTFx, latency p50/p90/p99, tokens/s, peak memory and WER per system and batch.
 
@@ -105,6 +114,14 @@ def bench_command(
     if (any(c.startswith("faster-whisper") for c in compare)
             and importlib.util.find_spec("faster_whisper") is None):
         _fail("--compare faster-whisper needs faster-whisper: pip install 'oasr[bench]'")
+    from oasr.quantization import parse_quantization
+
+    quantizations = list(dict.fromkeys(quantization or ["none"]))
+    try:
+        for q in quantizations:
+            parse_quantization(q)
+    except ValueError as e:
+        _fail(str(e))
     sizes = sorted(set(batch_size or [1, 16]))
     if sizes[0] < 1:
         _fail(f"--batch-size must be >= 1, got {sizes[0]}")
@@ -123,6 +140,9 @@ def bench_command(
         torch_dtype = probe.resolve_dtype(resolved)
     except ValueError as e:
         _fail(str(e))
+    from oasr.runtime_threads import configure_threads
+
+    plan = configure_threads(threads, torch.device(resolved).type)
     lm = load_pretrained(model or None)
     try:
         clips = read_clips(manifest, lm.feature_config.sample_rate)
@@ -149,22 +169,29 @@ def bench_command(
 
     load_at_start = machine_load()
     results, dispatched = [], ops.snapshot()
-    for b in sizes:
-        for k in range(repeats):
-            r = bench_ours(lm, model, clips, b, device, dtype, repeat_minutes, max_new_tokens)
-            r.repeat = k
-            results.append(r)
+    for i, q in enumerate(quantizations):
+        # A quantization rewrites the model in place: each after the first gets its own copy.
+        lm_q = lm if i == 0 else load_pretrained(model or None)
+        for b in sizes:
+            for k in range(repeats):
+                try:
+                    r = bench_ours(lm_q, model, clips, b, device, dtype, repeat_minutes,
+                                   max_new_tokens, q)
+                except ValueError as e:  # a quantization this device has no lane for
+                    _fail(str(e))
+                r.repeat = k
+                results.append(r)
     # The peers run their own code in their own processes, never a route: these are ours.
     dispatch = ops.counts_since(dispatched)
     # Each peer in its own process: its peak memory is its own, ours stays ours.
     for name in compare:
         job = PeerJob(name, model, device, dtype, max_new_tokens, sizes, repeats,
-                      repeat_minutes, clips)
+                      repeat_minutes, clips, threads=plan.intra_op)
         try:
             results += run_peer_isolated(job)
         except RuntimeError as e:
             _fail(str(e))
-    systems = ["ours", *dict.fromkeys(r.system for r in results if r.system != "ours")]
+    systems = list(dict.fromkeys(r.system for r in results))  # ours first
 
     _print_table(results)
     typer.echo(ops.format_dispatch_line(dispatch))
@@ -174,7 +201,8 @@ def bench_command(
         "torch": torch.__version__, "clips": len(clips),
         "clip_audio_s": sum(c.seconds for c in clips), "repeat_minutes": repeat_minutes,
         "max_new_tokens": max_new_tokens, "batch_sizes": sizes, "systems": systems,
-        "repeats": repeats,
+        "repeats": repeats, "quantization": quantizations, "threads": plan.intra_op,
+        "cpu_budget": str(plan.budget),
         "results": [r.to_dict() for r in results],
         "dispatch": ops.dispatch_summary(dispatch),
         "machine_load": {"start": load_at_start, "end": machine_load()},
@@ -260,14 +288,15 @@ def _plot(results: list[Any], path: Path, payload: dict[str, Any]) -> None:
         label = series_label(system)
         ax_rtf.errorbar(sizes, rtf, yerr=rtf_sd, marker="o", capsize=3, label=label)
         ax_lat.errorbar(sizes, lat, yerr=lat_sd, marker="o", capsize=3, label=label)
+    ours = payload["systems"][0]
     for k, system in enumerate(payload["systems"][1:]):
         for b in payload["batch_sizes"]:
-            if (system, b) in means and ("ours", b) in means and means[(system, b)] > 0:
+            if (system, b) in means and (ours, b) in means and means[(system, b)] > 0:
                 # One line per peer above our point, so several peers' labels do not overlap.
                 last = b == max(payload["batch_sizes"])
-                ratio = means[("ours", b)] / means[(system, b)]
-                ax_rtf.annotate(f"{PROGRAM} {ratio:.2f}x vs {system}",
-                                (b, means[("ours", b)]), textcoords="offset points",
+                ratio = means[(ours, b)] / means[(system, b)]
+                ax_rtf.annotate(f"{series_label(ours)} {ratio:.2f}x vs {system}",
+                                (b, means[(ours, b)]), textcoords="offset points",
                                 xytext=(-4 if last else 4, 6 + 10 * k), fontsize=7,
                                 ha="right" if last else "left", annotation_clip=False)
     for ax, label in ((ax_rtf, "RTFx (audio s / wall s)"), (ax_lat, "latency p50 (ms)")):

@@ -14,6 +14,8 @@ architecture, a destination that may not be replaced, an unreadable or damaged b
 
 from __future__ import annotations
 
+import os
+import shutil
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -71,19 +73,31 @@ def convert_command(
         None, "--params", help="icefall: a JSON object of training arguments the checkpoint "
         "lacks or gets wrong (export.py's pretrained.pt keeps none): causal, feature_dim, "
         "num_heads, decode_chunk_size, decode_left_context_frames, ..."),
+    quantize: str | None = typer.Option(
+        None, "--quantize", help="Write a pre-quantized bundle (format v2): int8, int8-weight "
+        "or fp8 (docs/quantization.md). Loading it runs no calibration."),
+    algorithm: str = typer.Option(
+        "absmax", "--algorithm", help="--quantize: absmax, or smoothquant (needs "
+        "--calibration)."),
+    calibration: str | None = typer.Option(
+        None, "--calibration", help="--quantize: a manifest of real speech whose first "
+        "--calibration-rows rows calibrate smoothquant."),
+    calibration_rows: int = typer.Option(
+        16, "--calibration-rows", min=1, help="--quantize: rows of --calibration to run."),
+    quantize_exclude: list[str] = typer.Option(
+        [], "--quantize-exclude", help="--quantize: a module-path pattern to keep in float "
+        "(repeatable; default: output heads, CTC, joint and predictor)."),
 ) -> None:
     """Convert SRC into a native bundle at DST and print the load report.
 
     The report counts the weights mapped onto the model, those dropped (with why) and those missing.
     A checkpoint missing any weight is refused.
     A SRC that already is a bundle is re-saved (verified first), at --dtype if given.
+    With --quantize the bundle is pre-quantized (format v2, its QuantizationSpec recorded).
     Exit codes: 0 written, 1 checkpoint refused, 2 bad input.
     """
-    from oasr.models.bundle import BundleError, is_bundle
+    from oasr.models.bundle import is_bundle
     from oasr.models.catalog import resolve_model_name
-    from oasr.models.converter import CorruptCheckpointFileError, IncompleteCheckpointError
-    from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
-    from oasr.models.safe_load import UnsafeCheckpointError
     from oasr.models.sources import SourceNotFoundError, resolve_source
 
     as_file = Path(src).expanduser()
@@ -100,12 +114,40 @@ def convert_command(
         _fail(str(e))
     typer.echo(f"source: {src}" + ("" if str(path) == src else f" -> {path}"))
     dst = dst.expanduser().absolute()
+    spec = _quantization_spec(quantize, algorithm, quantize_exclude, dtype)
+    if spec is not None:
+        _check_destination(dst, overwrite)
+        if is_bundle(path):
+            _write_quantized(path, dst, spec, calibration, calibration_rows, overwrite)
+            return
+        # Convert to a float bundle beside DST first, then quantize it into DST.
+        staging = dst.parent / f".{dst.name}.float-{os.getpid()}"
+        try:
+            _convert_checkpoint(src, path, staging, None, architecture, True, checkpoint_name,
+                                params)
+            _write_quantized(staging, dst, spec, calibration, calibration_rows, overwrite)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return
 
     if is_bundle(path):
         _resave_bundle(path, dst, dtype, architecture, overwrite)
         return
 
     _check_destination(dst, overwrite)
+    _convert_checkpoint(src, path, dst, dtype, architecture, overwrite, checkpoint_name, params)
+    _print_written(dst)
+
+
+def _convert_checkpoint(src: str, path: Path, dst: Path, dtype: DType | None,
+                        architecture: str | None, overwrite: bool,
+                        checkpoint_name: str | None, params: Path | None) -> None:
+    """Detect ``path``'s format and write it as a float bundle at ``dst``."""
+    from oasr.models.bundle import BundleError
+    from oasr.models.converter import CorruptCheckpointFileError, IncompleteCheckpointError
+    from oasr.models.registry import NoConverterError, UnknownNameError, detect_converter
+    from oasr.models.safe_load import UnsafeCheckpointError
+
     try:
         converter = detect_converter(path, architecture)
     except (NoConverterError, UnknownNameError) as e:
@@ -145,6 +187,45 @@ def convert_command(
     except (ValueError, FileNotFoundError) as e:
         _fail(f"cannot convert {path}: {e}")
     typer.echo(f"load report: {report}")
+
+
+def _quantization_spec(quantize: str | None, algorithm: str, exclude: list[str],
+                       dtype: DType | None) -> Any:
+    """The ``--quantize`` spec, or None; exits with a message on bad input."""
+    from oasr.quantization import QuantizationSpec, parse_quantization
+
+    try:
+        spec = parse_quantization(quantize)
+    except ValueError as e:
+        _fail(f"--quantize: {e}")
+    if spec is None:
+        if algorithm != "absmax" or exclude:
+            _fail("--algorithm / --quantize-exclude apply to --quantize")
+        return None
+    if dtype is not None:
+        _fail("--dtype and --quantize: a quantized bundle keeps its float tensors (biases, "
+              "norms, embeddings) in float32; pass one of them")
+    spec = QuantizationSpec(method=spec.method, algorithm=algorithm,
+                            exclude=tuple(exclude) if exclude else None)
+    try:
+        spec.validate()
+    except ValueError as e:
+        _fail(str(e))
+    return spec
+
+
+def _write_quantized(float_bundle: Path, dst: Path, spec: Any, calibration: str | None,
+                     rows: int, overwrite: bool) -> None:
+    from oasr.models.bundle import BundleError
+    from oasr.quantization.export import write_quantized_bundle
+
+    typer.echo(f"quantizing: {spec.method} ({spec.algorithm})"
+               + (f", calibrated on {calibration}" if calibration else ""))
+    try:
+        report = write_quantized_bundle(float_bundle, dst, spec, calibration, rows, overwrite)
+    except (ValueError, BundleError, FileNotFoundError) as e:
+        _fail(str(e))
+    typer.echo(report.summary())
     _print_written(dst)
 
 

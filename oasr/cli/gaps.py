@@ -28,9 +28,11 @@ def compiled_modules() -> dict[str, str]:
 
 
 def run_workload(manifest: str, model: str, device: str, dtype: str, limit: int,
-                 batch_size: int) -> dict[tuple[str, str], int]:
+                 batch_size: int, quantization: str | None = None
+                 ) -> dict[tuple[str, str], int]:
     """Transcribe the first ``limit`` rows of ``manifest`` as ``oasr transcribe`` does (into a
-    throwaway output) and return what that run dispatched."""
+    throwaway output) and return what that run dispatched (a quantized layer's calls under
+    the ``quantized`` case, by ``method:lane``)."""
     import tempfile
 
     from oasr.engine.config import EngineConfig
@@ -39,7 +41,7 @@ def run_workload(manifest: str, model: str, device: str, dtype: str, limit: int,
     from oasr.transcribe.runner import TranscribeOptions, transcribe
 
     engine = ASREngine(EngineConfig(model=model, device=device, dtype=dtype,
-                                    max_batch_size=batch_size))
+                                    max_batch_size=batch_size, quantization=quantization))
     with tempfile.TemporaryDirectory(prefix="oasr-gaps-") as tmp:
         writer = open_writer(Path(tmp) / "gaps.jsonl", "jsonl")
         stats = transcribe(engine, TranscribeOptions(inputs=[manifest], limit=limit), writer)
@@ -58,6 +60,9 @@ def gaps_command(
     dtype: str = typer.Option("auto", help="--run: auto, fp32, fp16, bf16."),
     limit: int = typer.Option(8, min=1, help="--run: rows to transcribe."),
     batch_size: int = typer.Option(8, "--batch-size", "-b", min=1, help="--run: rows per batch."),
+    quantization: str | None = typer.Option(
+        None, "--quantization", help="--run: int8, int8-weight, fp8 or none (default: the "
+        "checkpoint's own); quantized calls are counted under 'quantized'."),
 ) -> None:
     """Show the kernel-gap report: backend, declared gaps, kernels, compiled modules, device;
     with --run, the calls of a short workload by case."""
@@ -68,7 +73,7 @@ def gaps_command(
     counts = None
     if run is not None:
         try:
-            counts = run_workload(run, model, device, dtype, limit, batch_size)
+            counts = run_workload(run, model, device, dtype, limit, batch_size, quantization)
         except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
@@ -78,7 +83,7 @@ def gaps_command(
     report["env"] = {v.name: v.get() for v in envs.RUNTIME}
     if counts is not None:
         report["run"] = {"manifest": run, "limit": limit, "model": model or "default",
-                         "dispatch": ops.dispatch_summary(counts)}
+                         "quantization": quantization, "dispatch": ops.dispatch_summary(counts)}
     if as_json:
         typer.echo(json.dumps(report, indent=2, sort_keys=True))
         return

@@ -11,6 +11,8 @@ import time
 
 import typer
 
+from oasr.cli.quantization_flags import COMPUTE_TYPE, QUANTIZATION
+
 
 class LiveView:
     """A partial line rewritten in place on a TTY; finals as ``[start - end] text`` lines.
@@ -65,6 +67,8 @@ def stream_command(
                                    "(default: the packaged Whisper tiny.en)."),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
     dtype: str = typer.Option("auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16."),
+    quantization: str = QUANTIZATION,
+    compute_type: str | None = COMPUTE_TYPE,
     batch_size: int = typer.Option(16, "--batch-size", "-b", help="Rows per encoder batch."),
     decode_method: str | None = typer.Option(None, help="Decode family (default: the model's)."),
     decode_option: list[str] = typer.Option(
@@ -130,6 +134,7 @@ def stream_command(
     writer = None
     try:
         run = RunOptions.from_flat(model=model, device=device, dtype=dtype, batch_size=batch_size,
+                                   quantization=quantization, compute_type=compute_type,
                                    decode_method=decode_method, decode_options=decode_option,
                                    language=language, task=task).validate()
     except OptionsError as exc:

@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from oasr.cli.quantization_flags import COMPUTE_TYPE, QUANTIZATION
 from oasr.transcribe.options import OptionsError, RunOptions
 
 
@@ -77,6 +78,8 @@ def transcribe_command(
              "--highlight_words)."),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
     dtype: str = typer.Option("auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16, bf16."),
+    quantization: str = QUANTIZATION,
+    compute_type: str | None = COMPUTE_TYPE,
     batch_size: int | None = typer.Option(
         None, "--batch-size", "-b",
         help="Rows per encoder batch (default: 16 on CPU; on CUDA 64 with 16 GiB free, halved "

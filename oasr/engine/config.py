@@ -47,6 +47,9 @@ class EngineConfig:
     # 0: none (dense), or (paged) a pool holding max_decode_slots rows, capped on CUDA at half
     # the device memory free when the engine is built.
     decode_kv_budget_gib: float = 0.0
+    # Quantization (oasr.quantization): a method name (int8, int8-weight, fp8), "none", or a
+    # QuantizationSpec; None: the checkpoint's recorded spec, if any, else float.
+    quantization: Any = None
 
     def validate(self) -> None:
         if self.max_batch_size < 1:
@@ -70,6 +73,9 @@ class EngineConfig:
             raise ValueError(f"kv_block_size must be >= 1, got {self.kv_block_size}")
         if self.decode_kv_budget_gib < 0:
             raise ValueError("decode_kv_budget_gib must be >= 0 (0: no budget)")
+        from oasr.quantization.spec import parse_quantization
+
+        parse_quantization(self.quantization)
 
     def resolve_device(self) -> str:
         import torch

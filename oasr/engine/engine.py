@@ -61,6 +61,16 @@ class Scheduler:
         return self.partition.partition(chosen) if chosen else []
 
 
+def _quantize(model: Any, requested: Any, loaded: LoadedModel, device: str) -> Any:
+    """Apply the checkpoint's quantization, else ``EngineConfig.quantization`` (on the model
+    already on its device and dtype); the report, or None for a float model."""
+    from oasr.quantization.apply import apply_quantization
+    from oasr.quantization.checkpoint import engine_quantization
+
+    spec, smoothing = engine_quantization(requested, getattr(loaded, "quantization", None))
+    return apply_quantization(model, spec, device, smoothing=smoothing)
+
+
 class ASREngine:
     """Offline speech recognition over a stream of requests."""
 
@@ -76,6 +86,7 @@ class ASREngine:
         dtype = config.resolve_dtype(device)
         self.runner = ModelRunner(loaded.model, device, dtype)
         self.model = self.runner.model
+        self.quantization = _quantize(self.model, config.quantization, loaded, device)
         self.tokenizer = loaded.tokenizer
         self.inputs = InputProcessor(loaded.feature_config, device)
         self.decode_method = config.decode_method or self.model.default_decode_type

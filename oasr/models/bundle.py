@@ -32,7 +32,9 @@ from oasr.features.spec import FeatureConfig
 from oasr.models.contained import contained_path, is_contained_name
 from oasr.tokenizers.base import TokenizerSpec
 
-FORMAT_VERSION = 1
+# 2: a pre-quantized bundle (``quantization`` set, oasr.quantization.checkpoint); a float
+# bundle is still written as 1, so older readers keep reading it.
+FORMAT_VERSION = 2
 CONFIG_NAME = "oasr_config.json"
 WEIGHTS_NAME = "model.safetensors"
 TOKENIZER_DIR = "tokenizer"
@@ -257,7 +259,7 @@ def write_bundle(
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(contained_path(Path(tokenizer_src), rel, "tokenizer_spec"), target)
         config = {
-            "format_version": FORMAT_VERSION,
+            "format_version": FORMAT_VERSION if quantization else 1,
             "architecture": architecture,
             "model_config_class": model_config_class,
             "model_config": _config_dict(model_config),

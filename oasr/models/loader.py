@@ -38,6 +38,9 @@ class LoadedModel:
     source: str = ""
     # From the checkpoint: decode_type and decode-family option defaults.
     decoding_defaults: dict[str, Any] = field(default_factory=dict)
+    # A pre-quantized checkpoint's spec and smoothing (oasr.quantization.checkpoint), which the
+    # engine re-applies; None: a float checkpoint.
+    quantization: Any = None
 
 
 def _source_key(src: str, path: Path) -> str:
@@ -100,14 +103,21 @@ def load_pretrained(src: str | None = None, architecture: str | None = None,
             for p in model.parameters():  # in place: tied parameters stay one object
                 p.data = torch.empty(p.shape, dtype=p.dtype, device=target)
         model.to(target)  # the buffers computed at construction
-    model.load_weights(bundle.load_state_dict(device=target), strict=True)
+    state = bundle.load_state_dict(device=target)
+    recorded = None
+    if bundle.quantization:  # format v2: the float weights come back from the quantized ones
+        from oasr.quantization.checkpoint import dequantize_state
+
+        state, recorded = dequantize_state(state, bundle.quantization,
+                                           set(model.state_dict()))
+    model.load_weights(state, strict=True)
     model.float()
     tokenizer = build_tokenizer(bundle.tokenizer_spec, bundle.tokenizer_dir)
     return LoadedModel(
         model=model.eval(), tokenizer=tokenizer, feature_config=bundle.build_feature_config(),
         name=src, architecture=bundle.architecture,
         weights_sha256=str(bundle.provenance.get("weights_sha256", "")), source=str(bundle.path),
-        decoding_defaults=dict(bundle.decoding_defaults or {}),
+        decoding_defaults=dict(bundle.decoding_defaults or {}), quantization=recorded,
     )
 
 

@@ -14,8 +14,9 @@ from collections import Counter
 
 __all__ = ["CASES", "Counts", "count", "counts_since", "gap_counts", "reset_counts", "snapshot"]
 
-# The five cases every routed call lands in, in report order.
-CASES = ("kernel", "gap", "policy", "out_of_scope", "torch_backend")
+# The cases every routed call lands in, in report order; ``quantized``: a quantized layer's
+# call, served by its quantization method (oasr.quantization), named ``method:lane``.
+CASES = ("kernel", "gap", "policy", "out_of_scope", "torch_backend", "quantized")
 
 Counts = dict[tuple[str, str], int]
 _ALL: list[dict[tuple[str, str], int]] = []

@@ -114,7 +114,8 @@ def dispatch_json(counts: counting.Counts) -> str:
 
 def format_dispatch_line(counts: counting.Counts, max_names: int = 4) -> str:
     """One line: ``dispatch (backend oasr): kernel 3 (fbank 1, ...); gap 40 (gemm 30, ...);
-    policy 0; out_of_scope 0; torch_backend 0``; at most ``max_names`` names per case."""
+    policy 0; out_of_scope 0; torch_backend 0; quantized 0``; at most ``max_names`` names per
+    case."""
     summary = dispatch_summary(counts)
     parts = []
     for case in counting.CASES:

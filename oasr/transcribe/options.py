@@ -58,7 +58,9 @@ class ModelOptions:
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     dtype: str = "auto"  # auto: fp16 on CUDA, fp32 on CPU
     batch_size: int | None = None  # rows per encoder batch; None: from the device
-    threads: int | None = None  # torch's CPU threads; None: torch's default
+    threads: int | None = None  # torch's CPU threads; None: the process's CPU budget
+    quantization: str = "none"  # int8, int8-weight, fp8 or none (docs/quantization.md)
+    compute_type: str | None = None  # faster-whisper's name (int8_float16...): an alias
 
     def validate(self) -> None:
         if not _DEVICE.match(self.device):
@@ -73,6 +75,27 @@ class ModelOptions:
                                "on CUDA")
         if self.threads is not None and self.threads < 1:
             raise OptionsError("threads", f" must be >= 1, got {self.threads}")
+        self.quantization_and_dtype()
+
+    def quantization_and_dtype(self) -> tuple[str, str]:
+        """The (method or ``none``, dtype) a run uses: ``compute_type`` spells both, and may
+        not contradict an explicit ``quantization`` or ``dtype``."""
+        from oasr.quantization.spec import parse_compute_type, parse_quantization, resolve_switches
+
+        try:
+            parse_quantization(self.quantization)
+        except ValueError as e:
+            raise OptionsError("quantization", f" {self.quantization}: {e}") from None
+        if self.compute_type is not None:
+            try:
+                parse_compute_type(self.compute_type)
+            except ValueError as e:
+                raise OptionsError("compute_type", f" {self.compute_type}: {e}") from None
+        explicit = None if self.quantization == "none" else self.quantization
+        try:
+            return resolve_switches(explicit, self.compute_type, self.dtype)
+        except ValueError as e:
+            raise OptionsError("compute_type", f" {self.compute_type}: {e}") from None
 
     def check_device(self) -> None:
         """CUDA asked for only where torch can reach a GPU (imports torch)."""
@@ -390,6 +413,8 @@ class RunKeywords(CallKeywords, total=False):
     dtype: str
     batch_size: int | None
     threads: int | None
+    quantization: str
+    compute_type: str | None
     decode_method: str | None
     decode_options: dict[str, Any] | None
     beam_size: int | None

@@ -16,7 +16,6 @@ queue behind other rows' read-ahead).
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,14 +42,14 @@ class _Failure:
         self.exc = exc
 
 
-def default_workers() -> int:
-    """Decoding threads for this machine: one per usable core but one (the engine's thread
-    keeps a core), at least 1, at most ``MAX_WORKERS``."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, cores - 1))
+def default_workers(device_type: str = "cpu") -> int:
+    """Decoding threads for a run on ``device_type``, from the process's CPU budget
+    (affinity and cgroup quota, ``oasr.runtime_threads``): on the CPU, the cores torch's
+    intra-op threads leave (at least 1); on a GPU, every core but one; at most
+    ``MAX_WORKERS``."""
+    from oasr.runtime_threads import decode_workers
+
+    return min(MAX_WORKERS, decode_workers(device_type))
 
 
 class ChunkReadAhead:

@@ -479,7 +479,7 @@ class Transcriber:
         follows windows as they settle (``on_settled``) gets control between them, so the
         decoding advances only as fast as it reads."""
         workers = self.options.decode_workers
-        workers = default_workers() if workers is None else workers
+        workers = default_workers(self.engine.runner.device.type) if workers is None else workers
         if self.prefetch_audio and workers > 0:
             self._prefetch = AudioPrefetch(workers, depth=self.prefetch_depth)
             rows = self._prefetch.rows(iter(rows), self._open_chunks)

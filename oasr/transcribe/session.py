@@ -39,7 +39,7 @@ __all__ = ["COMPARED_SETTINGS", "Resolved", "TranscriptionSession", "build_engin
 # The metadata keys a resumed run compares with the run that started the output.
 COMPARED_SETTINGS = ("model_sha256", "decode_method", "decode_options", "language", "task",
                      "word_timestamps", "vad", "vad_options", "initial_prompt",
-                     "condition_on_previous_text", "search_options")
+                     "condition_on_previous_text", "search_options", "quantization")
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,10 @@ class TranscriptionSession:
             "model": engine.loaded.name or "default",
             "model_sha256": engine.loaded.weights_sha256,
             "decode_method": engine.decode_method,
+            # "int8 (absmax)" or "none": a resumed run may not mix quantized and float rows.
+            "quantization": (f"{engine.quantization.spec.method} "
+                             f"({engine.quantization.spec.algorithm})"
+                             if engine.quantization is not None else "none"),
             "decode_options": json.dumps(resolved, sort_keys=True, default=str),
             "language": options.language or "",
             "task": options.task or "",
@@ -244,25 +248,26 @@ def _check_search(strategy: Any, decode: DecodeOptions, temperature: float) -> N
 
 
 def build_engine(options: RunOptions) -> Any:
-    """The engine ``options`` name (model, device, dtype, batch size from the device unless
-    given, torch's threads, the decode family and its options): how every entry point,
+    """The engine ``options`` name (model, device, dtype and quantization, batch size from the
+    device unless given, torch's threads, the decode family and its options): how every entry point,
     ``oasr stream`` included, loads a model."""
     from oasr.engine.config import EngineConfig
     from oasr.engine.engine import ASREngine
+    from oasr.runtime_threads import configure_threads
 
     model = options.model
     model.check_device()
-    if model.threads is not None:
-        import torch
-
-        torch.set_num_threads(model.threads)
+    device = EngineConfig(device=model.device).resolve_device()
+    # torch's pool from the process's CPU budget (affinity, cgroup quota), not the host.
+    configure_threads(model.threads, "cuda" if device.startswith("cuda") else "cpu")
     batch_size = model.batch_size
     if batch_size is None:
         from oasr.transcribe.batch_size import default_batch_size
 
-        batch_size = default_batch_size(EngineConfig(device=model.device).resolve_device())
+        batch_size = default_batch_size(device)
+    quantization, dtype = model.quantization_and_dtype()
     return ASREngine(EngineConfig(
-        model=model.model, device=model.device, dtype=model.dtype,
+        model=model.model, device=model.device, dtype=dtype, quantization=quantization,
         decode_method=options.decode.decode_method,
         decode_options=options.decode.family_options(), max_batch_size=batch_size))
 

@@ -101,6 +101,21 @@ def test_ours_at_each_batch_size(setup, tmp_path: Path) -> None:
         assert len(load[when]["loadavg"]) == 3 and all(x >= 0 for x in load[when]["loadavg"])
 
 
+def test_each_quantization_is_a_system(setup, tmp_path: Path) -> None:
+    bundle, manifest, audio_s = setup
+    out = tmp_path / "out.json"
+    res = _bench(manifest, bundle, "--batch-size", "2", "--quantization", "none",
+                 "--quantization", "int8", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    payload = json.loads(out.read_text())
+    assert payload["systems"] == ["ours", "ours-int8"]
+    assert payload["quantization"] == ["none", "int8"]
+    for system in ("ours", "ours-int8"):
+        _check_row(_rows(out, system)[2], 3, audio_s)
+    bad = _bench(manifest, bundle, "--quantization", "int4")
+    assert bad.exit_code == 2 and "unknown quantization 'int4'" in bad.output
+
+
 def test_repeat_minutes_runs_whole_passes(setup, tmp_path: Path) -> None:
     bundle, manifest, audio_s = setup
     out = tmp_path / "out.json"

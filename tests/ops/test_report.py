@@ -14,7 +14,8 @@ COUNTS = {("kernel", "fbank"): 2, ("gap", "gemm"): 30, ("gap", "norm"): 10,
 def test_dispatch_line_names_every_case_with_its_calls():
     line = ops.format_dispatch_line(COUNTS)
     assert line == ("dispatch (backend oasr): kernel 2 (fbank 2); gap 40 (gemm 30, norm 10); "
-                    "policy 1 (attention 1); out_of_scope 4 (linear:cpu 4); torch_backend 0")
+                    "policy 1 (attention 1); out_of_scope 4 (linear:cpu 4); torch_backend 0; "
+                    "quantized 0")
     assert "\n" not in line
 
 
@@ -28,7 +29,7 @@ def test_summary_and_metadata_round_trip():
     summary = ops.dispatch_summary(COUNTS)
     assert summary["total"] == 47
     assert summary["cases"] == {"kernel": 2, "gap": 40, "policy": 1, "out_of_scope": 4,
-                                "torch_backend": 0}
+                                "torch_backend": 0, "quantized": 0}
     assert list(summary["calls"]["gap"]) == ["gemm", "norm"]  # most calls first
     meta = ops.record_dispatch({"model": "m"}, COUNTS)
     assert meta["model"] == "m"

@@ -104,6 +104,24 @@ def test_search_option_spellings_and_refusals():
         RunOptions.from_flat(suppress_tokens="a")
 
 
+def test_quantization_and_compute_type():
+    """--compute-type is faster-whisper's spelling of --quantization with --dtype."""
+    assert RunOptions().model.quantization_and_dtype() == ("none", "auto")
+    assert RunOptions.from_flat(quantization="int8").model.quantization_and_dtype() == (
+        "int8", "auto")
+    assert RunOptions.from_flat(compute_type="int8_float16").model.quantization_and_dtype() == (
+        "int8", "fp16")
+    assert RunOptions.from_flat(compute_type="float32", dtype="fp32").model \
+        .quantization_and_dtype() == ("none", "fp32")
+    for kw, option in (({"quantization": "int4"}, "quantization"),
+                       ({"compute_type": "int16"}, "compute_type"),
+                       ({"compute_type": "int8", "quantization": "fp8"}, "compute_type"),
+                       ({"compute_type": "int8_float16", "dtype": "bf16"}, "compute_type")):
+        with pytest.raises(OptionsError) as bad:
+            RunOptions.from_flat(**kw).validate()
+        assert bad.value.option == option, kw
+
+
 @pytest.fixture(scope="module")
 def entry_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("entry")
@@ -160,3 +178,28 @@ def test_entry_points_give_the_same_rows(entry_setup):
     assert [r["finish_reason"] for r in cli_rows] == ["length", None, "length"]
     assert _compare(cli_rows) == _compare(ray_rows)
     assert _compare(cli_rows) == _compare(api_rows)
+
+
+def test_entry_points_take_the_quantization(entry_setup):
+    """--quantization / compute_type reaches the engine from the CLI, the API and Ray alike."""
+    import oasr
+    from oasr.integrations.ray import Transcriber
+
+    root, bundle, manifest = entry_setup
+    out = root / "cli-int8.parquet"
+    result = CliRunner().invoke(app, [
+        "transcribe", str(manifest), "-o", str(out), "--model", str(bundle), "--device", "cpu",
+        "--threads", "1", "--no-progress", "--max-new-tokens", "1", "--compute-type", "int8"])
+    assert result.exit_code == 0, result.output
+    assert pq.read_metadata(out).metadata[b"quantization"] == b"int8 (absmax)"
+    model = oasr.load(str(bundle), device="cpu", threads=1, compute_type="int8")
+    assert model.engine.quantization.spec.method == "int8"
+    assert model.engine.quantization.quantized
+    actor = Transcriber(str(bundle), device="cpu", threads=1, folder=str(root),
+                        quantization="int8-weight")
+    assert actor.session.engine.quantization.spec.method == "int8-weight"
+    bad = CliRunner().invoke(app, [
+        "transcribe", str(manifest), "-o", str(root / "x.parquet"), "--model", str(bundle),
+        "--quantization", "int4"])
+    assert bad.exit_code == 2
+    assert "--quantization int4: unknown quantization" in bad.output
