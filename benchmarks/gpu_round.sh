@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged|waves}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -88,6 +88,17 @@ merged)  # after a wave of merges: every gpu test first, then host memory at sca
         --tb=short tests
     TAIL=5 step memory_rows 200 python3 benchmarks/cpu_memory_rows.py --clip librispeech \
         --model default --device cuda --sizes 100 1000 10000 --json "$R/gpu_memory_rows.json"
+    ;;
+waves)  # every gpu test first; then host memory at scale, fp8, the GPU WFST search
+    TAIL=40 step pytest_gpu 260 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=5 step memory_rows 150 python3 benchmarks/cpu_memory_rows.py --clip librispeech \
+        --model default --device cuda --sizes 100 1000 10000 --json "$R/gpu_memory_rows.json"
+    TAIL=12 step fp8 110 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
+    TAIL=8 step wfst 60 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
+    TAIL=5 step memory_rows_cpu 100 python3 benchmarks/cpu_memory_rows.py --clip librispeech \
+        --model default --device cpu --threads 16 --sizes 100 1000 \
+        --json "$R/cpu16_memory_rows.json"
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
