@@ -55,7 +55,7 @@ def model_config(small: bool, lookahead: int):
 def write_random_bundle(dst: Path, small: bool, lookahead: int, blank_bias: float) -> Path:
     from tokenizers import Tokenizer, decoders, models
 
-    from oasr.models.bundle import write_bundle
+    from oasr.models.bundle import BundleRecord, write_bundle
     from oasr.models.nemotron_streaming.converter import HfNemotronStreamingConverter
     from oasr.models.nemotron_streaming.model import NemotronStreamingRnnt
 
@@ -72,13 +72,13 @@ def write_random_bundle(dst: Path, small: bool, lookahead: int, blank_bias: floa
     with torch.no_grad():
         model.joint.out.bias[VOCAB - 1] += blank_bias
     conv = HfNemotronStreamingConverter()
-    write_bundle(dst, architecture="nemotron_streaming", model_config=cfg,
-                 model_config_class=conv.config_class,
-                 state_dict={k: v.contiguous() for k, v in model.state_dict().items()},
-                 feature_config=conv.build_feature_config(cfg),
-                 tokenizer_spec=conv.build_tokenizer_spec(src), tokenizer_src=src,
-                 decoding_defaults={"max_sym_per_frame": cfg.max_symbols_per_step},
-                 source="random weights (benchmark)", source_format="native")
+    record = BundleRecord(
+        architecture="nemotron_streaming", model_config=cfg,
+        model_config_class=conv.config_class, feature_config=conv.build_feature_config(cfg),
+        tokenizer_spec=conv.build_tokenizer_spec(src),
+        decoding_defaults={"max_sym_per_frame": cfg.max_symbols_per_step},
+        source="random weights (benchmark)", source_format="native")
+    write_bundle(dst, record, {k: v.contiguous() for k, v in model.state_dict().items()}, src)
     return dst
 
 

@@ -39,7 +39,7 @@ SMALL = dict(input_dim=560, vocab_size=64, d_model=32, encoder_layers=2, encoder
 
 def write_random_bundle(dst: Path, shape: dict[str, Any], seed: int = 0) -> Path:
     from oasr.features.spec import FeatureConfig
-    from oasr.models.bundle import write_bundle
+    from oasr.models.bundle import BundleRecord, write_bundle
     from oasr.models.paraformer.config import ParaformerConfig
     from oasr.models.paraformer.model import ParaformerModel
     from oasr.tokenizers.base import TokenizerSpec
@@ -60,12 +60,12 @@ def write_random_bundle(dst: Path, shape: dict[str, Any], seed: int = 0) -> Path
     sd = model.state_dict()
     sd["cmvn_shift"] = torch.full_like(sd["cmvn_shift"], -10.0)
     sd["cmvn_scale"] = torch.full_like(sd["cmvn_scale"], 0.3)
-    write_bundle(dst, architecture="paraformer", model_config=cfg,
-                 model_config_class="oasr.models.paraformer.config:ParaformerConfig",
-                 state_dict=sd, feature_config=fc,
-                 tokenizer_spec=TokenizerSpec(kind="funasr_char", files={"tokens": "tokens.json"}),
-                 tokenizer_src=src, decoding_defaults={}, source="random (benchmark)",
-                 source_format="native", overwrite=True)
+    record = BundleRecord(
+        architecture="paraformer", model_config=cfg,
+        model_config_class="oasr.models.paraformer.config:ParaformerConfig", feature_config=fc,
+        tokenizer_spec=TokenizerSpec(kind="funasr_char", files={"tokens": "tokens.json"}),
+        decoding_defaults={}, source="random (benchmark)", source_format="native")
+    write_bundle(dst, record, sd, src, overwrite=True)
     return dst
 
 

@@ -295,22 +295,7 @@ def _resave_bundle(
         target = dtype_from_name(dtype.value)
         state = {k: t.to(target) if t.is_floating_point() else t for k, t in state.items()}
     try:
-        write_bundle(
-            dst,
-            architecture=bundle.architecture,
-            model_config=bundle.model_config,
-            model_config_class=bundle.model_config_class,
-            state_dict=state,
-            feature_config=bundle.build_feature_config(),
-            tokenizer_spec=bundle.tokenizer_spec,
-            tokenizer_src=bundle.tokenizer_dir,
-            decoding_defaults=bundle.decoding_defaults,
-            # The weights still come from the original checkpoint.
-            source=str(prov.get("source", path)),
-            source_format=str(prov.get("source_format", "native")),
-            quantization=bundle.quantization,
-            overwrite=overwrite,
-        )
+        write_bundle(dst, bundle.record(), state, bundle.tokenizer_dir, overwrite=overwrite)
     except (BundleError, FileNotFoundError) as e:
         _fail(str(e))
     _print_written(dst)

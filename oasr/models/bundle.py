@@ -43,6 +43,7 @@ __all__ = [
     "FORMAT_VERSION",
     "Bundle",
     "BundleError",
+    "BundleRecord",
     "is_bundle",
     "read_bundle",
     "write_bundle",
@@ -55,6 +56,23 @@ class BundleError(ValueError):
 
 def is_bundle(path: str | Path) -> bool:
     return (Path(path) / CONFIG_NAME).is_file()
+
+
+@dataclass(frozen=True)
+class BundleRecord:
+    """What a bundle's config records beside its weights and tokenizer files: the model, its
+    front end, tokenizer and decoding defaults, where the weights came from, and their
+    quantization (None: as converted)."""
+
+    architecture: str
+    model_config: Any  # a config with to_dict(), a dataclass, or a JSON-safe dict
+    model_config_class: str
+    feature_config: FeatureConfig
+    tokenizer_spec: TokenizerSpec
+    decoding_defaults: dict[str, Any]
+    source: str
+    source_format: str
+    quantization: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,19 @@ class Bundle:
     decoding_defaults: dict[str, Any]
     quantization: dict[str, Any] | None
     provenance: dict[str, Any]
+
+    def record(self) -> BundleRecord:
+        """This bundle's record, to write it again (new weights, another dtype or
+        quantization): the weights still come from the checkpoint it was converted from."""
+        prov = self.provenance
+        return BundleRecord(
+            architecture=self.architecture, model_config=self.model_config,
+            model_config_class=self.model_config_class,
+            feature_config=self.build_feature_config(), tokenizer_spec=self.tokenizer_spec,
+            decoding_defaults=self.decoding_defaults,
+            source=str(prov.get("source", self.path)),
+            source_format=str(prov.get("source_format", "native")),
+            quantization=self.quantization)
 
     @property
     def weights_path(self) -> Path:
@@ -208,26 +239,11 @@ def _check_fields(cfg_path: Path, cfg: dict[str, Any]) -> None:
                      f"{', '.join(EXTRACTORS.names())})")
 
 
-def write_bundle(
-    dst: str | Path,
-    *,
-    architecture: str,
-    model_config: Any,
-    model_config_class: str,
-    state_dict: dict[str, torch.Tensor],
-    feature_config: FeatureConfig,
-    tokenizer_spec: TokenizerSpec,
-    tokenizer_src: str | Path,
-    decoding_defaults: dict[str, Any],
-    source: str,
-    source_format: str,
-    quantization: dict[str, Any] | None = None,
-    overwrite: bool = False,
-) -> Path:
-    """Write a bundle at ``dst`` atomically.
+def write_bundle(dst: str | Path, record: BundleRecord, state_dict: dict[str, torch.Tensor],
+                 tokenizer_src: str | Path, *, overwrite: bool = False) -> Path:
+    """Write a bundle of ``record`` and ``state_dict`` at ``dst`` atomically.
 
     Args:
-        model_config: a config with ``to_dict()``, a dataclass, or a JSON-safe dict.
         tokenizer_src: the folder ``tokenizer_spec.files`` are copied from (same relative
             names; they land in ``dst/tokenizer/``).
 
@@ -238,9 +254,10 @@ def write_bundle(
     """
     from oasr.models.registry import declared_config_classes
 
-    declared = declared_config_classes(architecture)
-    if model_config_class not in declared:
-        raise BundleError(f"{model_config_class!r} is not the {architecture} config class "
+    declared = declared_config_classes(record.architecture)
+    if record.model_config_class not in declared:
+        raise BundleError(f"{record.model_config_class!r} is not the {record.architecture} "
+                          f"config class "
                           f"({' or '.join(declared) or 'none declared'}); a bundle records the "
                           "class its architecture's converter declares")
     dst = Path(dst).absolute()
@@ -254,23 +271,23 @@ def write_bundle(
         _save_tensors(state_dict, tmp / WEIGHTS_NAME)
         tok_dir = tmp / TOKENIZER_DIR
         tok_dir.mkdir()
-        for rel in tokenizer_spec.files.values():
+        for rel in record.tokenizer_spec.files.values():
             target = contained_path(tok_dir, rel, "tokenizer_spec")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(contained_path(Path(tokenizer_src), rel, "tokenizer_spec"), target)
         config = {
-            "format_version": FORMAT_VERSION if quantization else 1,
-            "architecture": architecture,
-            "model_config_class": model_config_class,
-            "model_config": _config_dict(model_config),
+            "format_version": FORMAT_VERSION if record.quantization else 1,
+            "architecture": record.architecture,
+            "model_config_class": record.model_config_class,
+            "model_config": _config_dict(record.model_config),
             # every option written out: later default changes never move a bundle's features
-            "feature_config": dataclasses.asdict(feature_config.complete()),
-            "tokenizer_spec": dataclasses.asdict(tokenizer_spec),
-            "decoding_defaults": decoding_defaults,
-            "quantization": quantization,
+            "feature_config": dataclasses.asdict(record.feature_config.complete()),
+            "tokenizer_spec": dataclasses.asdict(record.tokenizer_spec),
+            "decoding_defaults": record.decoding_defaults,
+            "quantization": record.quantization,
             "provenance": {
-                "source": source,
-                "source_format": source_format,
+                "source": record.source,
+                "source_format": record.source_format,
                 "weights_sha256": _sha256(tmp / WEIGHTS_NAME),
                 "oasr_version": _oasr_version(),
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -361,7 +361,7 @@ class BaseCheckpointConverter:
         Raises:
             IncompleteCheckpointError: the checkpoint lacks weights the model needs.
         """
-        from oasr.models.bundle import write_bundle
+        from oasr.models.bundle import BundleRecord, write_bundle
 
         src = Path(src)
         config = self.build_config(src)
@@ -369,20 +369,14 @@ class BaseCheckpointConverter:
         if dtype is not None:
             target = _as_dtype(dtype)
             tensors = {k: t.to(target) if t.is_floating_point() else t for k, t in tensors.items()}
-        write_bundle(
-            dst,
-            architecture=self.architecture,
-            model_config=config,
+        record = BundleRecord(
+            architecture=self.architecture, model_config=config,
             model_config_class=self.config_class,
-            state_dict=tensors,
             feature_config=self.build_feature_config(config),
             tokenizer_spec=self.build_tokenizer_spec(src),
-            tokenizer_src=self.tokenizer_root(src),
             decoding_defaults=self.build_decoding_defaults(config, src),
-            source=source_label or str(src),
-            source_format=self.source_format,
-            overwrite=overwrite,
-        )
+            source=source_label or str(src), source_format=self.source_format)
+        write_bundle(dst, record, tensors, self.tokenizer_root(src), overwrite=overwrite)
         report.notes += self.conversion_notes(src, config)
         return report
 

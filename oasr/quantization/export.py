@@ -59,20 +59,6 @@ def write_quantized_bundle(float_bundle: str | Path, dst: str | Path, spec: Quan
     report = apply_quantization(loaded.model, spec, "cpu", stats=stats, offline=True)
     assert report is not None
     state = quantized_state_dict(loaded.model)
-    prov = bundle.provenance
-    write_bundle(
-        dst,
-        architecture=bundle.architecture,
-        model_config=bundle.model_config,
-        model_config_class=bundle.model_config_class,
-        state_dict=state,
-        feature_config=bundle.build_feature_config(),
-        tokenizer_spec=bundle.tokenizer_spec,
-        tokenizer_src=bundle.tokenizer_dir,
-        decoding_defaults=bundle.decoding_defaults,
-        source=str(prov.get("source", bundle.path)),
-        source_format=str(prov.get("source_format", "native")),
-        quantization=report.spec.to_dict(),
-        overwrite=overwrite,
-    )
+    write_bundle(dst, dataclasses.replace(bundle.record(), quantization=report.spec.to_dict()),
+                 state, bundle.tokenizer_dir, overwrite=overwrite)
     return report

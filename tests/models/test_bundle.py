@@ -11,7 +11,7 @@ import torch
 
 from oasr.features.spec import FeatureConfig
 from oasr.models import bundle as bundle_mod
-from oasr.models.bundle import BundleError, is_bundle, read_bundle, write_bundle
+from oasr.models.bundle import BundleError, BundleRecord, is_bundle, read_bundle, write_bundle
 from oasr.models.whisper.config import WhisperConfig
 from oasr.tokenizers.base import TokenizerSpec
 
@@ -34,22 +34,18 @@ def tokenizer_src(tmp_path) -> Path:
     return src
 
 
-def _write(dst: Path, tokenizer_src: Path, state: dict[str, torch.Tensor], **kw) -> Path:
-    return write_bundle(
-        dst,
-        architecture="whisper",
-        model_config=_config(),
-        model_config_class="oasr.models.whisper.config:WhisperConfig",
-        state_dict=state,
-        feature_config=FeatureConfig("whisper_logmel", num_mel_bins=16,
-                                     params={"chunk_seconds": 30}),
-        tokenizer_spec=TokenizerSpec("whisper", files={"tokenizer_json": "tokenizer.json"}),
-        tokenizer_src=tokenizer_src,
-        decoding_defaults={"decode_type": "aed"},
-        source="unit-test",
-        source_format="hf",
-        **kw,
-    )
+def _write(dst: Path, tokenizer_src: Path, state: dict[str, torch.Tensor],
+           overwrite: bool = False, **record) -> Path:
+    return write_bundle(dst, BundleRecord(**{
+        "architecture": "whisper",
+        "model_config": _config(),
+        "model_config_class": "oasr.models.whisper.config:WhisperConfig",
+        "feature_config": FeatureConfig("whisper_logmel", num_mel_bins=16,
+                                        params={"chunk_seconds": 30}),
+        "tokenizer_spec": TokenizerSpec("whisper", files={"tokenizer_json": "tokenizer.json"}),
+        "decoding_defaults": {"decode_type": "aed"},
+        "source": "unit-test",
+        "source_format": "hf", **record}), state, tokenizer_src, overwrite=overwrite)
 
 
 def _state() -> dict[str, torch.Tensor]:

@@ -11,6 +11,7 @@ config class are below them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -357,16 +358,10 @@ def test_resaving_a_bundle_never_copies_outside_it(bundle: Path, tmp_path: Path)
 
     b = read_bundle(bundle)
     with pytest.raises(ValueError, match="not a file inside"):
-        write_bundle(tmp_path / "copy", architecture=b.architecture,
-                     model_config=b.model_config, model_config_class=b.model_config_class,
-                     state_dict=b.load_state_dict(), feature_config=b.build_feature_config(),
-                     tokenizer_spec=TokenizerSpec("whisper", {"t": "../../outside.json"}),
-                     tokenizer_src=b.tokenizer_dir, decoding_defaults={}, source="x",
-                     source_format="native")
+        record = dataclasses.replace(
+            b.record(), tokenizer_spec=TokenizerSpec("whisper", {"t": "../../outside.json"}))
+        write_bundle(tmp_path / "copy", record, b.load_state_dict(), b.tokenizer_dir)
     assert not (tmp_path / "outside.json").exists() and not (tmp_path / "copy").exists()
     with pytest.raises(BundleError, match="is not the whisper config class"):
-        write_bundle(tmp_path / "copy", architecture="whisper", model_config={},
-                     model_config_class="os:system", state_dict={},
-                     feature_config=b.build_feature_config(), tokenizer_spec=b.tokenizer_spec,
-                     tokenizer_src=b.tokenizer_dir, decoding_defaults={}, source="x",
-                     source_format="native")
+        write_bundle(tmp_path / "copy", dataclasses.replace(
+            b.record(), model_config={}, model_config_class="os:system"), {}, b.tokenizer_dir)

@@ -25,7 +25,7 @@ import torch
 from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
 from oasr.features import FeatureConfig
-from oasr.models.bundle import write_bundle
+from oasr.models.bundle import BundleRecord, write_bundle
 from oasr.models.loader import LoadedModel
 from oasr.models.whisper.config import WhisperConfig
 from oasr.models.whisper.model import WhisperModel
@@ -116,14 +116,13 @@ def build_tiny_engine(window_s: float = 10.0, **config) -> ASREngine:
 
 def write_tiny_bundle(dst: Path, window_s: float = 10.0, seed: int = 0) -> Path:
     cfg = tiny_config(window_s)
-    return write_bundle(
-        dst, architecture="whisper", model_config=cfg,
+    record = BundleRecord(
+        architecture="whisper", model_config=cfg,
         model_config_class="oasr.models.whisper.config:WhisperConfig",
-        state_dict=tiny_state_dict(cfg, seed), feature_config=feature_config(window_s),
-        tokenizer_spec=TOKENIZER_SPEC, tokenizer_src=tokenizer_folder(),
+        feature_config=feature_config(window_s), tokenizer_spec=TOKENIZER_SPEC,
         decoding_defaults={}, source="tests/transcribe tiny random Whisper",
-        source_format="test",
-    )
+        source_format="test")
+    return write_bundle(dst, record, tiny_state_dict(cfg, seed), tokenizer_folder())
 
 
 def clip(utterance_id: str) -> Path:
