@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "ctc/parallel_impl.h"
 #include "wfst/faster_decoder.h"
+#include "wfst/token_passing.cuh"
 
 namespace py = pybind11;
 using oasr::wfst::BestPath;
@@ -180,6 +182,74 @@ py::list decode(const std::shared_ptr<Graph>& graph, const F32& log_probs, const
   return out;
 }
 
+// The device search (oasr/csrc/kernels/wfst/token_passing.cuh) run by the serial executor: what
+// the CUDA kernel computes, stated on the host. Per row: (status, cost, the path's arcs).
+py::list device_search(const std::shared_ptr<Graph>& graph, const F32& log_probs,
+                       const I32& frames, const I32& num_frames, const DecoderOptions& opt,
+                       int capacity, int arena, int path_capacity, int num_threads) {
+  need(log_probs.ndim() == 3, "log_probs must be (B, T, V)");
+  const int64_t B = log_probs.shape(0), T = log_probs.shape(1), V = log_probs.shape(2);
+  need(frames.ndim() == 2 && frames.shape(0) == B && num_frames.ndim() == 1 &&
+           num_frames.shape(0) == B,
+       "frames must be (B, N) and num_frames (B,)");
+  const int64_t N = frames.shape(1);
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t n = num_frames.data()[b];
+    need(n >= 0 && n <= N, "num_frames is outside [0, N]");
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t f = frames.data()[b * N + i];
+      need(f >= 0 && f < T, "a frame index is outside [0, T)");
+    }
+  }
+  need(capacity >= 1 && arena >= 1 && path_capacity >= 1, "buffer sizes must be >= 1");
+  check_vocab(*graph, opt, V);
+  const GraphView& v = graph->view;
+  const oasr::wfst::Graph g{v.num_states, v.start, v.final_cost, v.emit_offsets, v.emit_ilabel,
+                            v.emit_weight, v.emit_next, v.eps_offsets, v.eps_weight, v.eps_next};
+  const oasr::wfst::Search search{opt.beam, opt.max_active, opt.min_active, opt.beam_delta,
+                                  opt.acoustic_scale, opt.blank_penalty, opt.blank};
+  std::vector<std::vector<int32_t>> paths(static_cast<std::size_t>(B));
+  std::vector<int32_t> status(static_cast<std::size_t>(B));
+  std::vector<double> costs(static_cast<std::size_t>(B));
+  {
+    py::gil_scoped_release release;
+    oasr::ctc::for_each_row(B, num_threads, [&](int64_t b) {
+      const std::size_t S = static_cast<std::size_t>(v.num_states);
+      const std::size_t C = static_cast<std::size_t>(capacity);
+      std::vector<uint64_t> key(S, oasr::wfst::kEmptyKey), bp(S, oasr::wfst::kNoBackpointer);
+      std::vector<int32_t> slot(S, -1), stamp(S, 0), ints(8 * C + 1);
+      std::vector<double> cost(2 * C);
+      std::vector<float> fkeys(C);
+      std::vector<int32_t> arena_prev(static_cast<std::size_t>(arena)),
+          arena_arc(static_cast<std::size_t>(arena)), path(static_cast<std::size_t>(path_capacity));
+      int32_t* p = ints.data();
+      oasr::wfst::RowBuffers buf{key.data(), bp.data(), slot.data(), stamp.data(),
+                                 {p, p + C}, {cost.data(), cost.data() + C},
+                                 {p + 2 * C, p + 3 * C}, p + 4 * C, {p + 5 * C + 1, p + 6 * C + 1},
+                                 p + 7 * C + 1, fkeys.data(), arena_prev.data(), arena_arc.data(),
+                                 capacity, arena};
+      int32_t length = 0, st = 0;
+      double path_cost = 0.0;
+      oasr::wfst::RowIO io{log_probs.data() + b * T * V, frames.data() + b * N,
+                           num_frames.data()[b], static_cast<int32_t>(V), path.data(),
+                           path_capacity, &length, &path_cost, &st};
+      oasr::wfst::Shared sh{};
+      const oasr::wfst::HostExec ex;
+      oasr::wfst::RowSearch<oasr::wfst::HostExec>{g, search, buf, io, ex, sh}.run();
+      path.resize(static_cast<std::size_t>(length));
+      paths[static_cast<std::size_t>(b)] = std::move(path);
+      status[static_cast<std::size_t>(b)] = st;
+      costs[static_cast<std::size_t>(b)] = path_cost;
+    });
+  }
+  py::list out(static_cast<std::size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const auto i = static_cast<std::size_t>(b);
+    out[i] = py::make_tuple(status[i], costs[i], to_array(paths[i]));
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_wfst(py::module_& m) {
@@ -232,4 +302,9 @@ void bind_wfst(py::module_& m) {
         py::arg("options"), py::arg("boosting"), py::arg("num_threads") = 1,
         "Per row (reached_final... see oasr/graphs/search.py): the best path of each row's "
         "first lengths[b] frames.");
+  m.def("device_search", &device_search, py::arg("graph"), py::arg("log_probs"),
+        py::arg("frames"), py::arg("num_frames"), py::arg("options"), py::arg("capacity"),
+        py::arg("arena"), py::arg("path_capacity"), py::arg("num_threads") = 1,
+        "The CUDA search's statement on the host: per row (status, cost, path arcs last "
+        "first).");
 }

@@ -24,7 +24,11 @@ import numpy as np
 from oasr.native import native
 
 __all__ = ["SearchOptions", "WfstPath", "decode_rows", "TOKEN_RULES", "read_tokens",
-           "segment_words"]
+           "segment_words", "path_from_arcs", "decoded_frames", "STATUS"]
+
+# The device search's per-row status bits (oasr/csrc/kernels/wfst/token_passing.cuh).
+STATUS = {"reached_final": 1, "tokens_overflow": 2, "arena_overflow": 4, "path_overflow": 8,
+          "no_token": 16}
 
 TOKEN_RULES = ("entered", "collapse")
 
@@ -111,6 +115,49 @@ def segment_words(tokens: Sequence[int], words: Sequence[str],
         at = reach[i][at]
         starts.append(at)
     return starts[::-1]
+
+
+def path_from_arcs(graph: Any, arcs: np.ndarray, frames: np.ndarray, cost: float,
+                   reached_final: bool) -> WfstPath:
+    """A path given as its arcs (emitting arc a as a >= 0, epsilon arc a as -(a + 2); last
+    first, as the device search writes them) and the frames its emitting arcs decoded.
+    ``graph``: the ``DecodingGraph``."""
+    codes = np.asarray(arcs, dtype=np.int64)[::-1]
+    emit = codes >= 0
+    e, n = codes[emit], -codes[~emit] - 2
+    nxt = np.empty(len(codes), dtype=np.int64)
+    out = np.empty(len(codes), dtype=np.int32)
+    nxt[emit], nxt[~emit] = graph.emit_next[e], graph.eps_next[n]
+    out[emit], out[~emit] = graph.emit_olabel[e], graph.eps_olabel[n]
+    src = np.concatenate([[graph.start], nxt[:-1]])
+    steps = np.cumsum(emit) - 1
+    has_word = out != 0
+    if int(emit.sum()) != len(frames):
+        raise RuntimeError(f"wfst: a path of {int(emit.sum())} emitting arcs for "
+                           f"{len(frames)} decoded frames")
+    return WfstPath(True, reached_final, float(cost), (graph.emit_ilabel[e] - 1).astype(np.int32),
+                    np.asarray(frames, dtype=np.int32), (nxt[emit] != src[emit]).astype(np.uint8),
+                    out[has_word], steps[has_word].astype(np.int32))
+
+
+def decoded_frames(blank_log_probs: np.ndarray, argmax: np.ndarray, length: int, blank: int,
+                   threshold: float) -> np.ndarray:
+    """The frames the search decodes under blank skipping (csrc/wfst/faster_decoder.h's rule,
+    vectorised): those whose blank probability is at most ``threshold``, and before one whose
+    argmax repeats the previous decoded frame's non-blank argmax right after a skip, the
+    skipped frame just before it."""
+    if threshold >= 1.0:
+        return np.arange(length, dtype=np.int32)
+    skip = np.exp(blank_log_probs[:length].astype(np.float64)) > threshold
+    t = np.arange(length)
+    decoded = ~skip
+    last = np.maximum.accumulate(np.where(decoded, t, -1))
+    prev = np.concatenate([[-1], last[:-1]])  # the last decoded frame before t
+    am = argmax[:length]
+    prev_best = np.where(prev >= 0, am[np.maximum(prev, 0)], -1)
+    after_skip = np.concatenate([[False], skip[:-1]])
+    replay = decoded & after_skip & (am != blank) & (am == prev_best)
+    return np.sort(np.concatenate([t[decoded], t[replay] - 1])).astype(np.int32)
 
 
 def decode_rows(graph: Any, log_probs: np.ndarray, lens: np.ndarray, options: SearchOptions,

@@ -140,8 +140,17 @@ def _words_for(fst: Path) -> Path:
                      "the decoder needs the graph's output symbols to write text")
 
 
-_CACHE: dict[Path, tuple[tuple[int, int], LoadedGraph]] = {}
+_CACHE: dict[Path, tuple[tuple[Any, ...], LoadedGraph]] = {}
 _LOCK = threading.Lock()
+
+
+def _stamp(path: Path) -> tuple[Any, ...]:
+    """Sizes and modification times of the graph and its companions (a rewrite of any of
+    them reloads it)."""
+    files = [path, *(_companion(path, x) for x in (".json", ".words.txt", ".lexicon.int")),
+             path.parent / "words.txt"]
+    return tuple((f.stat().st_size, f.stat().st_mtime_ns) if f.is_file() else None
+                 for f in files)
 
 
 def load_graph(path: str | Path) -> LoadedGraph:
@@ -149,8 +158,8 @@ def load_graph(path: str | Path) -> LoadedGraph:
     path = Path(path)
     if not path.is_file():
         raise GraphError(f"graph {path} does not exist")
-    key, st = path.resolve(), path.stat()
-    stamp = (st.st_size, st.st_mtime_ns)
+    key = path.resolve()
+    stamp = _stamp(path)
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is not None and hit[0] == stamp:

@@ -80,3 +80,29 @@ def kaldi_best(fst_path: Path, log_probs: np.ndarray, *, beam: float, max_active
     assert ok
     cost = weight.value1 + weight.value2  # graph + acoustic
     return KaldiPath([i - 1 for i in isyms], list(osyms), cost, reached)
+
+
+def random_corpus(seed: int, num_units: int, num_words: int, num_sentences: int,
+                  max_spelling: int = 6) -> tuple[Lexicon, list[list[str]]]:
+    """A random lexicon (``num_words`` words, each spelt with 1..max_spelling units of
+    1..num_units-1; unit 0 is the blank) and Zipf-distributed sentences over it: the shape of
+    a real BPE lexicon and LM, for speed and scale (not for recognition)."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, max_spelling + 1, num_words)
+    words = [f"w{i}" for i in range(num_words)]
+    lexicon = Lexicon([(w, tuple(int(u) for u in rng.integers(1, num_units, n)))
+                       for w, n in zip(words, lengths)])
+    p = 1.0 / np.arange(1, num_words + 1)
+    p /= p.sum()
+    sents = [[words[i] for i in rng.choice(num_words, int(rng.integers(3, 20)), p=p)]
+             for _ in range(num_sentences)]
+    return lexicon, sents
+
+
+def build_random_graph(folder: Path, name: str, *, seed: int, num_units: int, num_words: int,
+                       num_sentences: int, order: int = 3) -> Path:
+    lexicon, sents = random_corpus(seed, num_units, num_words, num_sentences)
+    parts = build_tlg(num_units, 0, lexicon, estimate(sents, order))
+    info = GraphInfo(kind="TLG", token_rule="entered", num_units=num_units, blank=0,
+                     build=parts.report)
+    return save_graph(folder, name, parts.fst, parts.words, info, parts.lexicon.entries)
