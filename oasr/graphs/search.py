@@ -146,8 +146,8 @@ def decoded_frames(blank_log_probs: np.ndarray, argmax: np.ndarray, length: int,
     vectorised): those whose blank probability is at most ``threshold``, and before one whose
     argmax repeats the previous decoded frame's non-blank argmax right after a skip, the
     skipped frame just before it."""
-    if threshold >= 1.0:
-        return np.arange(length, dtype=np.int32)
+    if threshold >= 1.0 or length <= 0:
+        return np.arange(max(length, 0), dtype=np.int32)
     skip = np.exp(blank_log_probs[:length].astype(np.float64)) > threshold
     t = np.arange(length)
     decoded = ~skip

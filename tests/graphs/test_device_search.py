@@ -115,3 +115,9 @@ def test_blank_skipping_frames_are_the_cpu_searchs(graph):
         assert path.labels.tolist() == ref.labels.tolist()
         assert path.frames.tolist() == ref.frames.tolist()
         assert path.words.tolist() == ref.words.tolist()
+
+
+def test_blank_skipping_reads_no_frames_of_an_empty_row():
+    lp = random_log_probs(seed=4, batch=1, frames=10)[0]
+    assert decoded_frames(lp[:, 0], lp.argmax(-1), 0, 0, 0.9).tolist() == []
+    assert decoded_frames(lp[:, 0], lp.argmax(-1), 0, 0, 1.0).tolist() == []
