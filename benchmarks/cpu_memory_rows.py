@@ -11,9 +11,17 @@ minutes on a CPU: what is measured is everything around the model (manifest, sch
 in flight, output), which is what could grow with the rows. ``--model default`` runs the
 packaged tiny.en instead (use ``--sizes`` of a few hundred on a CPU).
 
+``--clip librispeech`` is what users run: real short speech, each row one whole utterance of
+the 70 LibriSpeech test-other utterances in ``shared/data`` (repeated with unique ids), embedded
+as bytes in a Hugging Face-layout Parquet manifest (``audio: struct<bytes, path>``), the
+packaged tiny.en with its defaults (word timings on), ``--threads 1``. The process's RSS is also
+sampled every second (``/proc/<pid>/status``), so growth shows as a curve, not only a peak.
+
     python benchmarks/cpu_memory_rows.py                       # 1k, 10k, 100k rows
     python benchmarks/cpu_memory_rows.py --sizes 1000 10000    # shorter
     python benchmarks/cpu_memory_rows.py --clip silence        # no engine work: fast
+    python benchmarks/cpu_memory_rows.py --clip librispeech --model default --threads 1 \
+        --sizes 100 1000                                       # real speech, tiny.en
 """
 
 from __future__ import annotations
@@ -65,19 +73,75 @@ def _manifest(path: Path, clip: Path, rows: int) -> Path:
     return path
 
 
-def _run(manifest: Path, out: Path, model: str, batch: int) -> dict:
+def _speech_manifest(path: Path, rows: int) -> Path:
+    """``rows`` rows of real speech: the 70 LibriSpeech utterances in turn, each embedded whole
+    (HF layout), ids ``<utterance>-r<repeat>`` so every row is its own resume key."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.helpers.data import SHARED_DATA
+
+    folder = SHARED_DATA / "librispeech-test-other-70"
+    refs = dict(line.split("\t")[0::2] for line in
+                (folder / "transcripts.tsv").read_text().splitlines()[1:])
+    files = sorted((folder / "audio").glob("*.flac"))
+    if not files:
+        raise SystemExit(f"--clip librispeech needs the shared data at {folder}")
+    audio = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    blobs = {f: f.read_bytes() for f in files}
+    with pq.ParquetWriter(path, pa.schema([("id", pa.string()), ("audio", audio),
+                                           ("text", pa.string())])) as writer:
+        for start in range(0, rows, 1000):
+            ks = range(start, min(rows, start + 1000))
+            picked = [files[k % len(files)] for k in ks]
+            writer.write_table(pa.table({
+                "id": [f"{f.stem}-r{k // len(files):04d}" for f, k in zip(picked, ks)],
+                "audio": pa.array([{"bytes": blobs[f], "path": f.name} for f in picked],
+                                  type=audio),
+                "text": [refs.get(f.stem, "") for f in picked]}))
+    return path
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _run(manifest: Path, out: Path, model: str, args: argparse.Namespace) -> dict:
+    batch, threads = args.batch_size, args.threads
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "oasr.cli.app", "transcribe", str(manifest), "-o", str(out),
-           "--model", model, "--no-progress", "--batch-size", str(batch), "--device", "cpu"]
+           "--model", model, "--no-progress", "--device", args.device]
+    if batch is not None:
+        cmd += ["--batch-size", str(batch)]
+    if threads is not None:
+        cmd += ["--threads", str(threads)]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    err = proc.stderr.read().decode()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"transcribe failed ({proc.returncode}):\n{err[-3000:]}")
-    return {"peak_rss_mb": usage.ru_maxrss / 1024, "wall_s": time.perf_counter() - start}
+    with tempfile.TemporaryFile() as err_file:
+        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=err_file)
+        samples = []  # (seconds since start, RSS MB), about one a second
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # reaps it: not proc.poll()
+            if pid:
+                break
+            rss = _rss_mb(proc.pid)
+            if rss is not None:
+                samples.append((round(time.perf_counter() - start, 1), round(rss, 1)))
+            time.sleep(1.0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err_file.seek(0)
+        err = err_file.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"transcribe failed ({code}):\n{err[-3000:]}")
+    return {"peak_rss_mb": usage.ru_maxrss / 1024, "wall_s": time.perf_counter() - start,
+            "rss_timeline_mb": samples[:: max(1, len(samples) // 200)]}
 
 
 def main() -> None:
@@ -85,10 +149,16 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--model", default="tiny-random",
                     help="tiny-random (default), 'default' (the packaged tiny.en) or a path")
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--clip", choices=("speech", "silence"), default="speech",
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="-b of the command (default: its own, 16 on CPU)")
+    ap.add_argument("--threads", type=int, default=None, help="--threads of the command")
+    ap.add_argument("--clip", choices=("speech", "silence", "librispeech"), default="speech",
                     help="silence: every row is read, checked and written but none reaches "
-                         "the engine (what grows around the model, at a fraction of the time)")
+                         "the engine (what grows around the model, at a fraction of the time); "
+                         "librispeech: each row a whole real utterance (see above)")
+    ap.add_argument("--device", default="cpu",
+                    help="--device of the command: cuda measures the host memory of the GPU "
+                         "path (the rows, the writer, the prefetch) at sizes a CPU cannot reach")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
@@ -101,12 +171,15 @@ def main() -> None:
             model = str(write_tiny_bundle(tmp / "tiny", window_s=2.0))
         elif model == "default":
             model = ""
-        clip = _clip(tmp / "clip.wav", args.clip)
+        clip = None if args.clip == "librispeech" else _clip(tmp / "clip.wav", args.clip)
         results = []
         for n in args.sizes:
-            manifest = _manifest(tmp / f"m{n}.jsonl", clip, n)
+            if clip is None:
+                manifest = _speech_manifest(tmp / f"m{n}.parquet", n)
+            else:
+                manifest = _manifest(tmp / f"m{n}.jsonl", clip, n)
             out = tmp / f"out{n}.parquet"
-            r = {"rows": n, **_run(manifest, out, model, args.batch_size)}
+            r = {"rows": n, **_run(manifest, out, model, args)}
             import pyarrow.parquet as pq
 
             assert pq.ParquetFile(out).metadata.num_rows == n
@@ -115,8 +188,10 @@ def main() -> None:
                   flush=True)
     if args.json:
         args.json.write_text(json.dumps({"model": args.model, "clip": args.clip,
-                                         "clip_s": CLIP_SECONDS,
-                                         "batch_size": args.batch_size, "results": results},
+                                         "clip_s": None if clip is None else CLIP_SECONDS,
+                                         "batch_size": args.batch_size,
+                                         "threads": args.threads, "device": args.device,
+                                         "results": results},
                                         indent=2) + "\n")
 
 

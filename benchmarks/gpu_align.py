@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import time
 from pathlib import Path
@@ -34,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 import torch
+
+from oasr import envs
 
 SR = 16000
 
@@ -56,9 +57,9 @@ def wall_ms(fn, device: torch.device, reps: int, warmup: int = 2) -> float:
 def data_dir(arg: str | None) -> Path:
     if arg:
         return Path(arg)
-    env = os.environ.get("OASR_SHARED_DATA")
+    env = envs.shared_data()
     if env:
-        return Path(env)
+        return env
     for p in (Path("/work/shared/data"), Path(__file__).resolve().parents[2] / "shared/data"):
         if p.is_dir():
             return p

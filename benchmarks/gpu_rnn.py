@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 from _timing import cuda_median_ms
 
+from oasr import envs
 from oasr.layers.rnn import LSTM
 
 
@@ -84,7 +84,7 @@ def _silero_detector(data: Path) -> dict | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--data", default=os.environ.get("OASR_SHARED_DATA", "../shared/data"))
+    ap.add_argument("--data", default=str(envs.shared_data() or "../shared/data"))
     args = ap.parse_args()
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "silero_lstm": [_lstm_case(128, r, 17_800, 5) for r in (1, 16)],

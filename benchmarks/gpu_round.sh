@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# One device call of benchmarks, after `gpu_session.sh stage1` / `stage2` (and a call that
-# carried staging/p3): `bash benchmarks/gpu_session.sh exec bash benchmarks/gpu_round.sh NAME`.
+# One device call of benchmarks, after `gpu_session.sh stage1` / `stage2` / `stage3` (and a
+# call that carries staging/p4): `bash benchmarks/gpu_session.sh exec bash benchmarks/gpu_round.sh NAME`.
 # Each step has its own time limit and log. Only a few files come back from a call, so every
 # log and result is written under $R and packed into one $OUT/round_NAME.tgz at the end.
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -82,6 +82,13 @@ final2)  # the product path after the input/alignment work, and the new streamin
     TAIL=4 step align 40 python3 benchmarks/gpu_align.py "$R/gpu_align.json"
     TAIL=6 step conditioning 90 python3 benchmarks/longform_conditioning.py \
         "$R/gpu_longform_conditioning.json" --device cuda
+    ;;
+merged)  # after a wave of merges: every gpu test first, then host memory at scale, the product path
+    TAIL=40 step pytest_gpu 330 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=5 step memory_rows 200 python3 benchmarks/cpu_memory_rows.py --clip librispeech \
+        --model default --device cuda --sizes 100 1000 10000 --json "$R/gpu_memory_rows.json"
+    TAIL=30 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests

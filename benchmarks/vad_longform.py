@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import tempfile
@@ -33,8 +32,10 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from oasr import envs
+
 REPO = Path(__file__).resolve().parent.parent
-LONGFORM = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "data")) / "longform"
+LONGFORM = (envs.shared_data() or REPO.parent / "shared" / "data") / "longform"
 STEM = "librispeech-test-other-70"
 SR = 16000
 

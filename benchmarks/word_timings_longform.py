@@ -46,11 +46,12 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from oasr import envs
 from oasr.metrics.wer import score
 from oasr.metrics.word_timing import boundary_errors
 
 REPO = Path(__file__).resolve().parent.parent
-LONGFORM = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "data")) / "longform"
+LONGFORM = (envs.shared_data() or REPO.parent / "shared" / "data") / "longform"
 TOLERANCES = (0.2, 0.3)
 
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
+from oasr import envs
+
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_SHARED_DATA", REPO.parent / "shared" / "data"))
+DATA = envs.shared_data() or REPO.parent / "shared" / "data"
 NAME = "librispeech-test-other-70"
 
 

@@ -21,7 +21,8 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "RegistryError", "DuplicateNameError", "UnknownNameError"]
+__all__ = ["Registry", "RegistryError", "DuplicateNameError", "UnknownNameError",
+           "import_target"]
 
 
 class RegistryError(Exception):
@@ -37,7 +38,8 @@ class UnknownNameError(RegistryError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def _import_target(target: str) -> Any:
+def import_target(target: str) -> Any:
+    """``"module:attr"`` -> that attribute (``"module"`` -> the module), imported now."""
     module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, attr) if attr else module
@@ -57,6 +59,7 @@ class Registry(Generic[T]):
         self.axis = axis
         self.entry_point_group = entry_point_group
         self._entries: dict[str, T | str] = {}
+        self._origins: dict[str, str] = {}  # as registered, before a lazy entry is imported
         self._entry_points_loaded = entry_point_group is None
         self._lock = threading.RLock()
 
@@ -92,12 +95,14 @@ class Registry(Generic[T]):
                     f"unregister the first one"
                 )
             self._entries[name] = obj
+            self._origins[name] = self._describe(obj)
 
     def unregister(self, name: str) -> None:
         with self._lock:
             if name not in self._entries:
                 raise self._unknown(name)
             del self._entries[name]
+            del self._origins[name]
 
     # -- lookup -------------------------------------------------------------------------
     def get(self, name: str) -> T:
@@ -107,7 +112,7 @@ class Registry(Generic[T]):
                 raise self._unknown(name)
             entry = self._entries[name]
             if isinstance(entry, str):
-                entry = _import_target(entry)
+                entry = import_target(entry)
                 self._entries[name] = entry
             return entry  # type: ignore[return-value]
 
@@ -119,6 +124,15 @@ class Registry(Generic[T]):
     def items(self) -> Iterator[tuple[str, T]]:
         for name in self.names():
             yield name, self.get(name)
+
+    def origin(self, name: str) -> str:
+        """Where ``name``'s entry is defined, whether imported yet or not: the ``"module:attr"``
+        string it was registered by, or ``module.qualname`` of a registered object."""
+        self._load_entry_points()
+        with self._lock:
+            if name not in self._origins:
+                raise self._unknown(name)
+            return self._origins[name]
 
     def __contains__(self, name: object) -> bool:
         self._load_entry_points()

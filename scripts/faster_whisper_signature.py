@@ -4,7 +4,8 @@ test that checks ``oasr.load(...).transcribe`` accepts each name or refuses it w
 record is committed; regenerate it after an upgrade:
 
     pip download --no-deps faster-whisper -d /tmp/fw && unzip -q /tmp/fw/*.whl -d /tmp/fw/src
-    python scripts/faster_whisper_signature.py /tmp/fw/src > tests/fixtures/faster_whisper_transcribe.json
+    python scripts/faster_whisper_signature.py /tmp/fw/src \
+        > tests/fixtures/faster_whisper_transcribe.json
 
 The source is parsed, not imported (importing it needs CTranslate2).
 """

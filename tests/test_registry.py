@@ -52,6 +52,19 @@ def test_lazy_string_entry_imports_on_first_get():
     assert reg.get("path_join") is os.path.join
 
 
+def test_origin_is_where_an_entry_was_registered_whether_imported_or_not():
+    reg: Registry[object] = Registry("widget")
+    reg.register("lazy", "json:dumps")
+    reg.register("obj", Registry)
+    assert reg.origin("lazy") == "json:dumps"
+    reg.get("lazy")  # imported now: the origin stays the registration
+    assert reg.origin("lazy") == "json:dumps"
+    assert reg.origin("obj") == "oasr.registry.Registry"
+    reg.unregister("obj")
+    with pytest.raises(UnknownNameError, match="valid: lazy"):
+        reg.origin("obj")
+
+
 def test_lazy_entry_with_bad_target_raises_on_get_not_register():
     reg: Registry[object] = Registry("widget")
     reg.register("broken", "oasr_no_such_module:thing")

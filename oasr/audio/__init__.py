@@ -6,7 +6,7 @@ recording in bounded memory; ``audio_info`` reads the header only. Failures rais
 """
 
 from oasr.audio.decode import AudioInfo, audio_info, iter_audio_chunks, load_audio
-from oasr.audio.errors import AudioDecodeError, AudioSource, describe_source
+from oasr.audio.errors import AudioDecodeError, AudioSource, describe_source, printable
 from oasr.audio.resample import RESAMPLE_QUALITY
 
 __all__ = [
@@ -18,4 +18,5 @@ __all__ = [
     "describe_source",
     "iter_audio_chunks",
     "load_audio",
+    "printable",
 ]

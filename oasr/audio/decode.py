@@ -5,19 +5,61 @@ Channels are down-mixed by their mean; any rate is resampled with soxr (``RESAMP
 own length, not the prefix before it. A silent recording is not an error here (it decodes to
 zeros and the engine decides what silence means); every other failure raises
 ``AudioDecodeError`` naming the source, the problem and the fix.
+
+Untrusted files: samples are read in pieces of at most ``MAX_READ_SAMPLES``, so a header that
+lies about its length or channel count costs what the file holds, not what it claims; and an
+exception any decoder library raises on a malformed file (they are not all typed) becomes an
+``AudioDecodeError`` naming the source (:func:`_decoding`), so one bad file is one error row.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
 
-from oasr.audio.errors import AudioDecodeError, AudioSource
-from oasr.audio.readers import NativeReader, open_reader
+from oasr.audio.errors import AudioDecodeError, AudioSource, describe_source
+from oasr.audio.readers import FIX_CORRUPT, NativeReader, open_reader
 from oasr.audio.resample import StreamResampler, resample
+
+# Samples (frames x channels) per read from a decoder: 16 MB of float32.
+MAX_READ_SAMPLES = 1 << 22
+
+
+@contextmanager
+def _decoding(source: AudioSource) -> Iterator[None]:
+    """Any exception a decoder raises on a malformed file, as an AudioDecodeError naming it."""
+    try:
+        yield
+    except AudioDecodeError:
+        raise
+    except Exception as err:  # decoders raise what they like on crafted input; see above
+        raise AudioDecodeError(
+            describe_source(source),
+            f"is not a readable audio file (the decoder failed: {type(err).__name__}: {err})",
+            FIX_CORRUPT,
+        ) from err
+
+
+def _read(reader: NativeReader, count: int | None) -> np.ndarray:
+    """Up to ``count`` frames (None: to the end) as (n, C), in reads of bounded size."""
+    step = max(1, MAX_READ_SAMPLES // reader.channels)
+    pieces: list[np.ndarray] = []
+    got = 0
+    while count is None or got < count:
+        want = step if count is None else min(step, count - got)
+        x = reader.read(want)
+        if x.shape[0]:
+            pieces.append(x)
+            got += x.shape[0]
+        if x.shape[0] < want:
+            break
+    if not pieces:
+        return np.zeros((0, reader.channels), dtype=np.float32)
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
 class AudioInfo(NamedTuple):
@@ -32,7 +74,7 @@ class AudioInfo(NamedTuple):
 
 def audio_info(source: AudioSource) -> AudioInfo:
     """(sample_rate, frames, channels, duration_s) of ``source`` at its own rate."""
-    with open_reader(source) as reader:
+    with _decoding(source), open_reader(source) as reader:
         return AudioInfo(
             reader.sample_rate,
             reader.frames,
@@ -53,15 +95,16 @@ def load_audio(
     A segment running past the end is shortened to what the file holds.
     """
     _check_args(sample_rate, offset, duration)
-    with open_reader(source) as reader:
-        start, count = _span(reader, offset, duration)
-        reader.seek(start)
-        x = reader.read(-1 if count is None else count)
-        if x.shape[0] == 0:
-            raise _nothing_decoded(reader, offset)
-        mono = _downmix(x)
-        _check_finite(mono, reader, start)
-    return resample(mono, reader.sample_rate, sample_rate)
+    with _decoding(source):
+        with open_reader(source) as reader:
+            start, count = _span(reader, offset, duration)
+            reader.seek(start)
+            x = _read(reader, count)
+            if x.shape[0] == 0:
+                raise _nothing_decoded(reader, offset)
+            mono = _downmix(x)
+            _check_finite(mono, reader, start)
+        return resample(mono, reader.sample_rate, sample_rate)
 
 
 def iter_audio_chunks(
@@ -82,7 +125,7 @@ def iter_audio_chunks(
     if not chunk_seconds > 0:
         raise ValueError(f"chunk_seconds must be > 0, got {chunk_seconds}")
     out_chunk = max(1, round(chunk_seconds * sample_rate))
-    with open_reader(source) as reader:
+    with _decoding(source), open_reader(source) as reader:
         start, remaining = _span(reader, offset, duration)
         reader.seek(start)
         block = max(1, math.ceil(chunk_seconds * reader.sample_rate))
@@ -93,7 +136,7 @@ def iter_audio_chunks(
         last = False
         while not last:
             want = block if remaining is None else min(block, remaining)
-            x = reader.read(want)
+            x = _read(reader, want)
             if position == start and x.shape[0] == 0:
                 raise _nothing_decoded(reader, offset)
             mono = _downmix(x)

@@ -9,11 +9,26 @@ from typing import Union
 AudioSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
 
+def printable(text: str) -> str:
+    """``text`` as any UTF-8 writer can write it. A file name or manifest byte that is not
+    UTF-8 reaches Python as a surrogate escape (U+DC80-U+DCFF): shown as ``\\xNN``, the byte
+    it stands for; any other lone surrogate (a JSON ``"\\ud800"``) as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(
+            f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff"
+            else "\ufffd" if "\ud800" <= c <= "\udfff" else c
+            for c in text)
+    return text
+
+
 def describe_source(source: AudioSource) -> str:
-    """How errors name a source: the path as given, or ``<bytes, N bytes>``."""
+    """How errors name a source: the path as given (see :func:`printable`), or
+    ``<bytes, N bytes>``."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return f"<bytes, {memoryview(source).nbytes} bytes>"
-    return os.fspath(source)
+    return printable(os.fspath(source))
 
 
 class AudioDecodeError(ValueError):

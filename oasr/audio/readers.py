@@ -23,6 +23,12 @@ FIX_FORMAT = (
     "supported containers are WAV, FLAC, OGG/Vorbis, OGG/Opus, MP3, M4A/AAC, MP4 and WebM; "
     "check that the file or bytes really hold audio"
 )
+# What a header may declare. Below 1 kHz no recording carries speech, and resampling up from
+# a lied-about rate (1 Hz) would multiply the samples by 16,000; above 768 kHz no converter
+# records. libsndfile reads at most 1,024 channels.
+MIN_SAMPLE_RATE = 1000
+MAX_SAMPLE_RATE = 768_000
+MAX_CHANNELS = 1024
 
 
 class NativeReader:
@@ -55,6 +61,24 @@ class NativeReader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _check_header(self) -> None:
+        """Refuse a header whose rate or channel count no recording has (a corrupt or
+        crafted file): everything after it would divide by it or allocate by it."""
+        if not MIN_SAMPLE_RATE <= self.sample_rate <= MAX_SAMPLE_RATE:
+            raise AudioDecodeError(
+                self.label,
+                f"declares a sample rate of {self.sample_rate} Hz (readable: "
+                f"{MIN_SAMPLE_RATE}-{MAX_SAMPLE_RATE} Hz), so its header is corrupt",
+                FIX_CORRUPT,
+            )
+        if not 1 <= self.channels <= MAX_CHANNELS:
+            raise AudioDecodeError(
+                self.label,
+                f"declares {self.channels} channels (readable: 1-{MAX_CHANNELS}), so its "
+                "header is corrupt",
+                FIX_CORRUPT,
+            )
+
     def _corrupt(self, position: int, detail: str) -> AudioDecodeError:
         # A decoder that fails reports no position (or -1): say nothing rather than "-0.00 s".
         where = f" after {position / self.sample_rate:.2f} s" if position > 0 else ""
@@ -70,14 +94,21 @@ class SoundFileReader(NativeReader):
 
     def __init__(self, file: str | io.BytesIO, label: str) -> None:
         self.label = label
+        # A path as bytes: soundfile encodes a str as UTF-8, which a name that is not UTF-8
+        # (held by Python as surrogate escapes) cannot be.
         with native_stderr_silenced():
-            self._f = sf.SoundFile(file)
+            self._f = sf.SoundFile(os.fsencode(file) if isinstance(file, str) else file)
         self._quiet = self._f.format == "MP3"  # libmpg123 is the decoder that prints
         self.sample_rate = int(self._f.samplerate)
         self.channels = int(self._f.channels)
         self.frames = int(self._f.frames)
         self._pos = 0
         self._eof = False
+        try:
+            self._check_header()
+        except AudioDecodeError:
+            self._f.close()
+            raise
 
     def seek(self, frame: int) -> None:
         self._eof = False
@@ -125,6 +156,10 @@ class _NoAudioStream(Exception):
     pass
 
 
+class _Undecodable(Exception):
+    """FFmpeg found an audio stream it cannot decode; the message says why."""
+
+
 class PyAVReader(NativeReader):
     """FFmpeg through PyAV, for containers libsndfile does not read.
 
@@ -141,17 +176,11 @@ class PyAVReader(NativeReader):
         self._av = av
         self.label = label
         self._c = av.open(file, mode="r")
-        if not self._c.streams.audio:
-            kinds = sorted({s.type for s in self._c.streams}) or ["none"]
+        try:
+            self._open_stream()
+        except BaseException:
             self._c.close()
-            raise _NoAudioStream(", ".join(kinds))
-        self._s = self._c.streams.audio[0]
-        cc = self._s.codec_context
-        self.sample_rate = int(cc.sample_rate or self._s.rate)
-        self.channels = int(cc.layout.nb_channels) if cc.layout else int(cc.channels)
-        self._tb = self._s.time_base
-        self._origin = self._s.start_time or 0
-        self.frames = self._declared_frames()
+            raise
         self._decoder: Any = None
         self._pending: list[np.ndarray] = []
         self._buffered = 0
@@ -159,6 +188,25 @@ class PyAVReader(NativeReader):
         self._want = 0  # drop decoded samples before this index
         self._pos = 0  # index of the next sample read() returns
         self._eof = False
+
+    def _open_stream(self) -> None:
+        if not self._c.streams.audio:
+            kinds = sorted({s.type for s in self._c.streams}) or ["none"]
+            raise _NoAudioStream(", ".join(kinds))
+        self._s = self._c.streams.audio[0]
+        cc = self._s.codec_context
+        if cc is None:  # a stream FFmpeg demuxes but cannot decode (e.g. format tag 0)
+            tag = getattr(self._s, "codec_tag", None)
+            raise _Undecodable("no decoder for its audio codec" + (f" {tag}" if tag else ""))
+        self.sample_rate = int(cc.sample_rate or self._s.rate or 0)
+        self.channels = int(cc.layout.nb_channels) if cc.layout else int(cc.channels)
+        if self.sample_rate <= 0 or self.channels <= 0:
+            # The demuxer was picked by the file name and found no stream parameters.
+            raise _Undecodable("its audio stream has no sample rate or channels")
+        self._check_header()
+        self._tb = self._s.time_base
+        self._origin = self._s.start_time or 0
+        self.frames = self._declared_frames()
 
     def _declared_frames(self) -> int:
         if self._s.duration is not None and self._tb is not None:
@@ -252,9 +300,15 @@ _INT_SCALE = {"u8": 128.0, "s16": 32768.0, "s32": 2147483648.0, "s64": 922337203
 
 def _frame_to_float32(frame: Any) -> np.ndarray:
     """An FFmpeg AudioFrame (any sample format) -> (samples, C) float32 in [-1, 1]."""
-    arr = frame.to_ndarray()
-    arr = arr.T if frame.format.is_planar else arr.reshape(-1, frame.layout.nb_channels)
     base = frame.format.name.rstrip("p")
+    if base == "s64":  # PyAV's to_ndarray refuses it: read the planes (padded) ourselves
+        channels = frame.layout.nb_channels
+        per_plane = frame.samples * (1 if frame.format.is_planar else channels)
+        planes = [np.frombuffer(p, dtype="<i8")[:per_plane] for p in frame.planes]
+        arr = np.stack(planes) if frame.format.is_planar else planes[0]
+    else:
+        arr = frame.to_ndarray()
+    arr = arr.T if frame.format.is_planar else arr.reshape(-1, frame.layout.nb_channels)
     if base in ("flt", "dbl"):
         return np.ascontiguousarray(arr, dtype=np.float32)
     scale = _INT_SCALE[base]
@@ -312,6 +366,12 @@ def open_reader(source: AudioSource) -> NativeReader:
             label,
             f"contains no audio stream (streams: {err})",
             "pass a file with an audio track",
+        ) from err
+    except _Undecodable as err:
+        raise AudioDecodeError(
+            label,
+            f"is not a readable audio file (libsndfile: {sf_error}; FFmpeg: {err})",
+            FIX_FORMAT,
         ) from err
     except av.FFmpegError as err:
         raise AudioDecodeError(

@@ -1,7 +1,8 @@
 """The ``oasr`` Typer app: one module per command, registered here.
 
 Commands import their heavy dependencies inside the command function so ``oasr --help`` stays
-fast and works offline.
+fast and works offline; every command prints its help through ``OasrCommand``
+(``oasr/cli/help_format.py``: readable at 80 columns).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import typer
 from oasr.cli.bench import bench_command
 from oasr.cli.convert import convert_command
 from oasr.cli.gaps import gaps_command
+from oasr.cli.help_format import OasrCommand
 from oasr.cli.models import models_command
 from oasr.cli.stream import stream_command
 from oasr.cli.transcribe import transcribe_command
@@ -22,6 +24,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: see oasr/cli/help_format.py
 )
 
 def _version(value: bool) -> None:
@@ -40,13 +43,18 @@ def _root(
     """OASR: GPU-first speech recognition. Batch transcription, streaming, WER, benchmarks."""
 
 
-app.command("bench")(bench_command)
-app.command("convert")(convert_command)
-app.command("gaps")(gaps_command)
-app.command("models")(models_command)
-app.command("stream")(stream_command)
-app.command("transcribe")(transcribe_command)
-app.command("wer")(wer_command)
+# (name, function, the one line `oasr --help` lists it with)
+COMMANDS = (
+    ("bench", bench_command, "RTFx, latency and memory against batch size, vs peers."),
+    ("convert", convert_command, "Convert a checkpoint into a native bundle."),
+    ("gaps", gaps_command, "The kernel-gap report, or one workload's dispatch."),
+    ("models", models_command, "The models --model takes and the architectures."),
+    ("stream", stream_command, "Stream files or a microphone: partials and finals."),
+    ("transcribe", transcribe_command, "Transcribe recordings into Parquet, JSONL or TXT."),
+    ("wer", wer_command, "Score hypotheses against references: WER and CER."),
+)
+for _name, _fn, _summary in COMMANDS:
+    app.command(_name, cls=OasrCommand, short_help=_summary)(_fn)
 
 
 def main() -> None:

@@ -32,7 +32,8 @@ def bench_command(
         "", "--model", "-m", help="A bundle, checkpoint folder, installed model package or Hub "
         "id (default: the packaged Whisper tiny.en)."),
     compare: list[str] = typer.Option(
-        [], "--compare", help="A peer to run on the same audio at each batch size, in a process "
+        [], "--compare", metavar="PEER",
+        help="A peer to run on the same audio at each batch size, in a process "
         "of its own (its peak memory is its own): transformers, faster-whisper (CTranslate2 on "
         "the same weights; fp32 on CPU, fp16 on CUDA), faster-whisper-int8. Repeatable."),
     repeats: int = typer.Option(

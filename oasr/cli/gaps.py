@@ -27,22 +27,6 @@ def compiled_modules() -> dict[str, str]:
     return found
 
 
-def device_summary() -> dict[str, object]:
-    import torch
-
-    if not torch.cuda.is_available():
-        return {"cuda": False, "device": "cpu", "torch": torch.__version__}
-    idx = torch.cuda.current_device()
-    major, minor = torch.cuda.get_device_capability(idx)
-    return {
-        "cuda": True,
-        "device": torch.cuda.get_device_name(idx),
-        "capability": f"sm_{major}{minor}",
-        "torch": torch.__version__,
-        "cuda_version": torch.version.cuda,
-    }
-
-
 def run_workload(manifest: str, model: str, device: str, dtype: str, limit: int,
                  batch_size: int) -> dict[tuple[str, str], int]:
     """Transcribe the first ``limit`` rows of ``manifest`` as ``oasr transcribe`` does (into a
@@ -65,7 +49,8 @@ def run_workload(manifest: str, model: str, device: str, dtype: str, limit: int,
 def gaps_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     run: str | None = typer.Option(
-        None, "--run", help="A manifest (or audio files/glob): transcribe its first --limit rows "
+        None, "--run", metavar="MANIFEST",
+        help="A manifest (or audio files/glob): transcribe its first --limit rows "
         "and report what that run dispatched."),
     model: str = typer.Option("", "--model", "-m", help="--run: the model (default: the "
                               "packaged Whisper tiny.en)."),
@@ -76,11 +61,9 @@ def gaps_command(
 ) -> None:
     """Show the kernel-gap report: backend, declared gaps, kernels, compiled modules, device;
     with --run, the calls of a short workload by case."""
-    import oasr.kernels.ctc_cuda  # noqa: F401  (their gaps and kernels declare themselves)
-    import oasr.kernels.features_cuda  # noqa: F401
-    import oasr.kernels.paged_attention  # noqa: F401
-    import oasr.kernels.rnn_cuda  # noqa: F401
+    import oasr.kernels  # noqa: F401  (declares the in-tree kernels and their gaps, torch-free)
     from oasr import envs, ops
+    from oasr.cli.device_probe import device_summary
 
     counts = None
     if run is not None:
@@ -92,7 +75,7 @@ def gaps_command(
     report: dict[str, Any] = ops.gap_report(counts)
     report["compiled_modules"] = compiled_modules()
     report["device"] = device_summary()
-    report["env"] = {v.name: v.get() for v in envs.ALL}
+    report["env"] = {v.name: v.get() for v in envs.RUNTIME}
     if counts is not None:
         report["run"] = {"manifest": run, "limit": limit, "model": model or "default",
                          "dispatch": ops.dispatch_summary(counts)}
@@ -109,7 +92,8 @@ def _print(report: dict[str, Any], run_line: str | None) -> None:
     console = Console()
     dev = report["device"]
     console.print(f"[bold]backend[/]: {report['backend']}    [bold]device[/]: {dev['device']}"
-                  + (f" ({dev['capability']}, CUDA {dev['cuda_version']})" if dev["cuda"] else ""))
+                  + (f" ({dev['capability']}, CUDA {dev['cuda_version']})" if dev["cuda"]
+                     else f" ({dev['why']})"))
     table = Table(title="declared kernel gaps (in scope, no kernel)")
     for col in ("id", "missing", "fix", "calls"):
         table.add_column(col, overflow="fold")

@@ -1,4 +1,8 @@
-"""``oasr stream``: live partials and finals from files or a microphone."""
+"""``oasr stream``: live partials and finals from files or a microphone.
+
+A file that cannot be read (missing, not audio, corrupt, cut short) is one ``error:`` line
+naming it; the other files stream on, their finals are written, and the exit status is 1.
+"""
 
 from __future__ import annotations
 
@@ -54,7 +58,8 @@ def stream_command(
     realtime: bool = typer.Option(
         False, "--realtime", help="Pace files as a live source instead of as fast as possible."),
     output: str | None = typer.Option(
-        None, "--output", "-o", help="Write finals with words to FILE.jsonl or FILE.parquet."),
+        None, "--output", "-o", metavar="FILE",
+        help="Write finals with words to FILE.jsonl or FILE.parquet."),
     model: str = typer.Option("", "--model", "-m",
                               help="A bundle, checkpoint folder, package or Hub id "
                                    "(default: the packaged Whisper tiny.en)."),
@@ -63,7 +68,7 @@ def stream_command(
     batch_size: int = typer.Option(16, "--batch-size", "-b", help="Rows per encoder batch."),
     decode_method: str | None = typer.Option(None, help="Decode family (default: the model's)."),
     decode_option: list[str] = typer.Option(
-        [], "--decode-option", "-d", help="k=v option of the decode family."),
+        [], "--decode-option", "-d", metavar="K=V", help="k=v option of the decode family."),
     language: str | None = typer.Option(None, help="Language code (multilingual Whisper)."),
     task: str | None = typer.Option(None, help="transcribe or translate (multilingual Whisper)."),
     step: float = typer.Option(1.0, help="Seconds of new audio between two partial decodes."),
@@ -78,12 +83,17 @@ def stream_command(
                                 "weights are installed), energy (an energy gate, no weights) or "
                                 "fsmn (refused: no streaming mode)."),
     vad_model_dir: str | None = typer.Option(
-        None, "--vad-model-dir", help="Folder with the detector's weights."),
+        None, "--vad-model-dir", metavar="DIR", help="Folder with the detector's weights."),
     left_chunks: int | None = typer.Option(
         None, "--left-chunks", help="Chunk-wise models: chunks of left context kept (-1: all; "
                                     "default: the model's)."),
 ) -> None:
-    """Stream recordings or a microphone: live partials, finals with start/end times."""
+    """Stream recordings or a microphone: live partials, finals with start/end times.
+
+    Exit status: 0 done; 1 some files could not be read (the others were streamed); 2 a bad
+    flag or output, or a failed write; 130 interrupted.
+    """
+    from oasr.io.output_format import OutputError
     from oasr.streaming.sources import MicError, list_input_devices
 
     err = typer.echo
@@ -117,6 +127,7 @@ def stream_command(
     from oasr.transcribe.options import OptionsError, RunOptions
     from oasr.transcribe.session import build_engine
 
+    writer = None
     try:
         run = RunOptions.from_flat(model=model, device=device, dtype=dtype, batch_size=batch_size,
                                    decode_method=decode_method, decode_options=decode_option,
@@ -134,7 +145,9 @@ def stream_command(
                                 chunk_frames=chunk_frames, left_chunks=left_chunks,
                                 max_streams=max(1, len(inputs or [])))
         rec = StreamingRecognizer(engine, options)
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+    except (ValueError, KeyError, FileNotFoundError, OutputError) as exc:
+        if writer is not None:
+            writer.abort()
         err(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
@@ -156,15 +169,22 @@ def stream_command(
                     rec.reset(s)
                 else:
                     view.partial(src, r.text)
+        if writer is not None:
+            writer.flush_if_due()
 
-    def finish() -> None:
+    def finish(failed: bool) -> None:
         for _, s in streams:
             s.input_finished()
+        if failed:  # the writer's error was reported: finals can no longer be written
+            if writer is not None:
+                writer.abort()
+            return
         drain()
         if writer is not None:
             writer.close()
 
     code = 0
+    unreadable: list[str] = []
     try:
         if mic_source is not None:
             s = streams[0][1]
@@ -175,33 +195,52 @@ def stream_command(
                     s.accept_waveform(mic_source.rate, block)
                     drain()
         else:
-            _feed_files(streams, rec.sample_rate, chunk, realtime, drain)
+            unreadable = _feed_files(streams, rec.sample_rate, chunk, realtime, drain)
     except KeyboardInterrupt:
         code = 130
         if mic_source is not None:  # captured before the interrupt: still decoded
             streams[0][1].accept_waveform(mic_source.rate, mic_source.pending())
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, OutputError) as exc:
         err(f"error: {exc}", err=True)
         code = 2
-    finish()
+    try:
+        finish(failed=writer is not None and writer.failed)
+    except OutputError as exc:
+        err(f"error: {exc}", err=True)
+        code = 2
     _summary(streams, time.perf_counter() - t0, rec.sample_rate, rec.policy.kind)
+    if unreadable and not code:
+        err(f"{len(unreadable)} of {len(streams)} files could not be read: "
+            f"{', '.join(unreadable)}", err=True)
+        code = 1
     if code:
         raise typer.Exit(code)
 
 
-def _feed_files(streams, sample_rate: int, chunk: float, realtime: bool, drain) -> None:
+def _feed_files(streams, sample_rate: int, chunk: float, realtime: bool, drain) -> list[str]:
+    """Feed every file to its stream; returns the files that could not be read (each reported
+    in one line when met: its stream ends there, the others go on)."""
+    from oasr.audio import AudioDecodeError
     from oasr.streaming.sources import file_chunks
 
-    feeds = [(file_chunks(src, sample_rate, chunk, realtime), s) for src, s in streams]
+    unreadable = []
+    feeds = [(src, file_chunks(src, sample_rate, chunk, realtime), s) for src, s in streams]
     while feeds:
         for feed in list(feeds):
-            piece = next(feed[0], None)
+            src, pieces, stream = feed
+            try:
+                piece = next(pieces, None)
+            except AudioDecodeError as exc:  # names the file: not prefixed again
+                typer.echo(f"error: {exc}", err=True)
+                unreadable.append(src)
+                piece = None
             if piece is None:
                 feeds.remove(feed)
-                feed[1].input_finished()
+                stream.input_finished()
             else:
-                feed[1].accept_waveform(sample_rate, piece)
+                stream.accept_waveform(sample_rate, piece)
         drain()
+    return unreadable
 
 
 def _summary(streams, wall: float, sample_rate: int, runtime: str) -> None:

@@ -150,6 +150,10 @@ def transcribe_command(
     limit: int | None = typer.Option(None, help="Transcribe at most this many rows."),
     retry_errors: bool = typer.Option(
         False, help="On resume, run the rows that ended with an error again."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite",
+        help="Start -o over: remove an earlier oasr output there (with its parts and sidecar) "
+             "instead of resuming into it. A file oasr did not write is never replaced."),
     fail_on_error: bool = typer.Option(
         False, help="Exit 1 when any row ended with an error (the output is still written)."),
     progress: str = typer.Option(
@@ -209,6 +213,7 @@ class CliRun:
     shard: str | None = None
     limit: int | None = None
     retry_errors: bool = False
+    overwrite: bool = False
     fail_on_error: bool = False
     progress: str = "auto"
     no_progress: bool = False
@@ -286,6 +291,10 @@ def run_cli(params: dict[str, Any]) -> None:
         shard = _parse_shard(cli.shard)
         cli.fmt = infer_format(cli.output, cli.fmt)
         plan = _plan_output(cli, shard, stdout=cli.output == STDOUT)
+        if cli.output != STDOUT:
+            from oasr.io.output_target import check_output_target
+
+            check_output_target(plan.out_path, cli.fmt, inputs=cli.inputs)
     except (FlagError, ManifestError, OutputError, ValueError) as exc:
         raise fail(exc) from None
     if plan.total == 0:
@@ -313,6 +322,13 @@ def run_cli(params: dict[str, Any]) -> None:
     except OutputError as exc:
         raise fail(exc) from None
     try:
+        if cli.overwrite:  # under the lock: no other process writes it now
+            from oasr.io.output_target import remove_previous_output
+
+            try:
+                remove_previous_output(plan.out_path, cli.fmt)
+            except OutputError as exc:
+                raise fail(exc) from None
         _run(console, fail, plan, cli, run)
     finally:
         lock.release()

@@ -17,6 +17,7 @@ _REFUSED = {
     "limit": "--limit counts rows in input order, which Ray Data does not keep",
     "retry_errors": "--retry-errors would rewrite finished parts; rerun the error ids "
                     "without --ray",
+    "overwrite": "--overwrite is not served; remove the output folder to start over",
 }
 
 

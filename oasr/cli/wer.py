@@ -69,6 +69,10 @@ def wer_command(
     record: bool = typer.Option(
         False, "--record", help="With --gate and --key: write this run's rate into the entry "
         "(created if absent; tolerance, metric and note kept) instead of checking it."),
+    encoding: str = typer.Option(
+        "utf-8", "--encoding", help="Text encoding of JSONL, TSV and TXT files (both REF and "
+        "HYP), any Python codec name: utf-8 (default; a byte-order mark is skipped), latin-1, "
+        "cp1252, utf-16, ... Parquet text is always UTF-8."),
 ) -> None:
     """Score HYP against REF: WER and CER with substitutions, deletions and insertions.
 
@@ -97,14 +101,14 @@ def wer_command(
                 loaded[role] = read_transcripts(
                     path, id_column=id_column or "id", text_column=text_column,
                     error_column=ERROR_COLUMN if role == "HYP" else None,
-                    allow_null_text=role == "HYP")
+                    allow_null_text=role == "HYP", encoding=encoding)
             except MissingColumnError as e:
                 if id_column is not None or e.role != "id" or NEMO_ID not in e.available:
                     raise
                 loaded[role] = read_transcripts(
                     path, id_column=NEMO_ID, text_column=text_column,
                     error_column=ERROR_COLUMN if role == "HYP" else None,
-                    allow_null_text=role == "HYP")
+                    allow_null_text=role == "HYP", encoding=encoding)
         except MissingColumnError as e:
             flag = "--id-column" if e.role == "id" else text_flags[role]
             _fail(f"{role} {e}; pass {flag} NAME")

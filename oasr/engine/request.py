@@ -8,8 +8,14 @@ from typing import Any
 
 import numpy as np
 
-# Options that change *what* is decoded: a family must declare it can act on them.
-SELECTIVE_OPTIONS = ("task", "language", "prompt", "timestamps", "word_timestamps")
+# Options that change *what* is decoded: a family must declare it can act on them. Set means
+# not at the field's default.
+SELECTIVE_OPTIONS = ("task", "language", "prompt", "timestamps", "word_timestamps",
+                     "prefix", "hotwords", "hotwords_score", "suppress_tokens", "suppress_blank",
+                     "repetition_penalty", "no_repeat_ngram_size", "patience", "length_penalty")
+
+# ``suppress_tokens``' stand-in for the checkpoint's own list (faster-whisper's and whisper's).
+CHECKPOINT_SUPPRESS = -1
 
 
 @dataclass
@@ -29,6 +35,41 @@ class DecodingOptions:
     language: str | None = None
     timestamps: bool = False  # segment times (Whisper's timestamp mode) in RequestOutput.segments
     word_timestamps: bool = False
+    # Sampling (temperature > 0): decode this many candidates and keep the best by
+    # sum log p / length ** length_penalty (faster-whisper's best_of); ignored at temperature 0.
+    best_of: int = 1
+    # Beam search: a request ends once round(beam_size * patience) hypotheses finished
+    # (openai-whisper's and CTranslate2's patience); None: 1.0.
+    patience: float | None = None
+    # Ranking of beam hypotheses and best_of candidates: sum log p / length ** length_penalty
+    # (CTranslate2's and transformers' exponent); None: the family's option.
+    length_penalty: float | None = None
+    # transformers' RepetitionPenaltyLogitsProcessor over this window's transcript (prefix and
+    # generated tokens); 1.0: off.
+    repetition_penalty: float = 1.0
+    # transformers' NoRepeatNGramLogitsProcessor over the same tokens; 0: off.
+    no_repeat_ngram_size: int = 0
+    # Token ids never generated; -1 stands for the checkpoint's list. An explicit list also
+    # suppresses the tokenizer's special tokens, as faster-whisper's get_suppressed_tokens;
+    # None or empty: nothing suppressed.
+    suppress_tokens: tuple[int, ...] | None = (CHECKPOINT_SUPPRESS,)
+    # The checkpoint's begin_suppress_tokens (blank, end of text) on the first generated token.
+    suppress_blank: bool = True
+    # Whisper: text forced as the transcript's first tokens (faster-whisper's prefix); the
+    # output includes it.
+    prefix: str | None = None
+    # Whisper: text put in the prompt after <|startofprev|> (faster-whisper's hotwords, unused
+    # with a prefix); CTC / transducer: phrases boosted in the beam (a string: comma-separated).
+    hotwords: str | tuple[str, ...] | None = None
+    # CTC / transducer: the bonus per matched hotword token (None: the family's option).
+    hotwords_score: float | None = None
+
+    def __post_init__(self) -> None:
+        # Sequences are kept as tuples: comparable with the defaults, hashable as cache keys.
+        if isinstance(self.suppress_tokens, list):
+            self.suppress_tokens = tuple(self.suppress_tokens)
+        if isinstance(self.hotwords, list):
+            self.hotwords = tuple(self.hotwords)
 
     def validate(self) -> None:
         if self.n_best is not None and self.n_best < 1:
@@ -43,6 +84,25 @@ class DecodingOptions:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.task is not None and self.task not in ("transcribe", "translate"):
             raise ValueError(f"task must be 'transcribe' or 'translate', got {self.task!r}")
+        self._validate_rules()
+
+    def _validate_rules(self) -> None:
+        if self.best_of < 1:
+            raise ValueError(f"best_of must be >= 1, got {self.best_of}")
+        if self.patience is not None and self.patience <= 0:
+            raise ValueError(f"patience must be > 0, got {self.patience}")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0 (1.0: off), got "
+                             f"{self.repetition_penalty}")
+        if self.no_repeat_ngram_size < 0:
+            raise ValueError(f"no_repeat_ngram_size must be >= 0 (0: off), got "
+                             f"{self.no_repeat_ngram_size}")
+        bad = [t for t in self.suppress_tokens or () if not isinstance(t, int) or t < -1]
+        if bad:
+            raise ValueError(f"suppress_tokens takes token ids >= 0 and -1 (the checkpoint's "
+                             f"list), got {bad}")
+        if self.hotwords_score is not None and self.hotwords_score < 0:
+            raise ValueError(f"hotwords_score must be >= 0, got {self.hotwords_score}")
 
     def set_selective(self) -> list[str]:
         """The selective options this request set (non-default)."""
@@ -98,6 +158,12 @@ class RequestOutput:
     # Whisper: the probability of <|nospeech|> after <|startoftranscript|> (what the runner's
     # no-speech guard reads); None where a family does not report it.
     no_speech_prob: float | None = None
+    # Whisper, when it detected the language (multilingual checkpoint, none given): the
+    # detected language's probability and every language's, most likely first (the softmax of
+    # the logits after <|startoftranscript|> over the language tokens; faster-whisper's
+    # info.language_probability / all_language_probs). None when the language was given.
+    language_probability: float | None = None
+    all_language_probs: list[tuple[str, float]] | None = None
     nbest_texts: list[str] | None = None
     # (start, end, text) in seconds from the request audio's start; end is None for a segment
     # the audio cut off before it closed.

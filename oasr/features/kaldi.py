@@ -2,12 +2,15 @@
 the input's device.
 
 Per row, as Kaldi's ``compute-fbank-feats`` / ``compute-mfcc-feats`` (and kaldi-native-fbank, the
-test oracle) compute it with ``snip_edges=true``:
+test oracle; lhotse's ``Fbank`` and kaldifeat likewise) compute it:
 1. scale the samples by ``audio_scale`` (WeNet-style models were trained on 16-bit-scaled audio:
    32768.0);
 2. cut frames of ``frame_length_ms`` every ``frame_shift_ms``, both truncated to whole samples
-   as Kaldi does; a row of ``n`` samples yields ``(n - span) // hop + 1`` frames (none when
-   ``n < span``), each lying wholly inside the row;
+   as Kaldi does. With ``snip_edges`` (Kaldi's default) a row of ``n`` samples yields
+   ``(n - span) // hop + 1`` frames (none when ``n < span``), each wholly inside the row;
+   without it (lhotse / kaldifeat / icefall) ``(n + hop // 2) // hop`` frames, frame k starting
+   at ``k * hop + hop // 2 - span // 2``, the row reflected at both of its ends
+   (``snip_input`` gathers those samples, so everything after is the snip_edges pipeline);
 3. per frame: add Gaussian dither (only when ``dither`` is nonzero, from a seeded generator),
    subtract the frame's mean, take the raw log energy, preemphasize (``x[i] - c x[i-1]``, with
    ``x[0] - c x[0]`` first), multiply by the window (Povey's by default);
@@ -21,10 +24,9 @@ Layout: (B, T', F) with ``T'`` the frame count of the batch width ``T``, so it e
 longest row's count when the batch is padded to its longest row; frames past a row's own count
 are zero. No host sync: every shape follows from ``T`` and the config.
 
-Streaming: each frame depends only on its own ``span`` samples, so a stream that keeps the
-samples from its next unconsumed frame on (at most ``span - hop``) reproduces offline features
-exactly; ``kaldi_framing(config)`` gives that grid and ``kaldi_streaming`` (the specs'
-``streaming_fn``) runs it, ``(audio, state) -> (features, state)``.
+Streaming: each frame depends only on its own ``span`` samples, so a stream reproduces offline
+features exactly (``oasr.features.kaldi_streaming``: the specs' ``streaming_fn`` and
+``flush_fn``); ``kaldi_framing(config)`` gives the grid.
 
 Devices: ``fbank`` / ``mfcc`` on a CUDA input run the CUDA kernels (``oasr.kernels.features_cuda``:
 framing, cuFFT, sparse mel + log), routed and counted by ``oasr.ops``; a config they do not
@@ -57,6 +59,9 @@ WINDOW_TYPES = ("povey", "hamming", "hanning", "rectangular", "sine", "blackman"
 
 _FRAME_DEFAULTS: dict[str, Any] = {
     "audio_scale": 1.0,
+    # Kaldi's default; lhotse, kaldifeat and icefall use False (frames centred on k * hop + hop / 2,
+    # the signal reflected at both ends). A bundle written before this key existed keeps True.
+    "snip_edges": True,
     "dither": 0.0,
     "dither_seed": 0,
     "preemph_coeff": 0.97,
@@ -105,8 +110,12 @@ def frame_geometry(config: FeatureConfig) -> tuple[int, int]:
 
 
 def kaldi_framing(config: FeatureConfig) -> StreamingFraming:
-    """The snip_edges frame grid of ``config``: history = span - hop, no padding before frame 0."""
-    return _framing(*frame_geometry(config))
+    """The frame grid of ``config``: history = span - hop; prefill = the reflected samples
+    before frame 0 without snip_edges (``centred_offset``), none with it."""
+    span, hop = frame_geometry(config)
+    snip = bool(config.params.get("snip_edges", _FRAME_DEFAULTS["snip_edges"]))
+    framing = _framing(span, hop)
+    return framing if snip else dataclasses.replace(framing, prefill=centred_offset(span, hop))
 
 
 def _framing(span: int, hop: int) -> StreamingFraming:
@@ -121,6 +130,47 @@ def num_frames(lengths: torch.Tensor, span: int, hop: int) -> torch.Tensor:
         torch.div(lengths - span, hop, rounding_mode="floor") + 1,
         torch.zeros_like(lengths),
     )
+
+
+def centred_offset(span: int, hop: int) -> int:
+    """Samples before sample 0 that frame 0 reads without snip_edges (Kaldi's
+    ``FirstSampleOfFrame``: frame k starts at ``k * hop + hop // 2 - span // 2``)."""
+    return span // 2 - hop // 2
+
+
+def centred_num_frames(lengths: torch.Tensor, hop: int) -> torch.Tensor:
+    """Frame counts without snip_edges: ``(n + hop // 2) // hop``, (B,) int64."""
+    return torch.div(lengths.to(torch.int64) + hop // 2, hop, rounding_mode="floor")
+
+
+def reflect_index(positions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Kaldi's reflection of positions outside ``[0, n)`` (``-s - 1`` before, ``2n - 1 - s``
+    after, repeated until inside): the symmetric signal has period ``2n``. (B, W), (B,) ->
+    (B, W) indices; a row with ``n = 0`` maps to 0."""
+    n = lengths.clamp_min(1).unsqueeze(1)
+    m = torch.remainder(positions, 2 * n)
+    return torch.where(m < n, m, 2 * n - 1 - m)
+
+
+def snip_input(waveforms: torch.Tensor, lengths: torch.Tensor, span: int, hop: int,
+               snip_edges: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch in snip_edges form: unchanged with ``snip_edges``; otherwise each row
+    rewritten as the samples its centred frames read (reflected at the row's own ends), so
+    cutting whole frames of it from sample 0 gives Kaldi's ``snip_edges=false`` frames and
+    ``num_frames`` of the new lengths gives ``centred_num_frames`` of the old.
+
+    (B, T), (B,) clamped to [0, T] -> (B, span + (M - 1) * hop) and (B,), M the frame count
+    of the width T (0 frames: width 0)."""
+    if snip_edges:
+        return waveforms, lengths
+    total = waveforms.shape[1]
+    n_out = (total + hop // 2) // hop
+    width = span + (n_out - 1) * hop if n_out > 0 else 0
+    frames = centred_num_frames(lengths, hop)
+    new_lengths = torch.where(frames > 0, span + (frames - 1) * hop, torch.zeros_like(frames))
+    positions = torch.arange(width, device=waveforms.device) - centred_offset(span, hop)
+    index = reflect_index(positions.unsqueeze(0).expand(waveforms.shape[0], width), lengths)
+    return waveforms.gather(1, index), new_lengths
 
 
 # -- constant tables ---------------------------------------------------------------------------
@@ -236,8 +286,9 @@ def _log_mel_native(
     span, hop = frame_geometry(config)
     n_fft = fft_size(span, p)
     device = waveforms.device
+    lengths = lengths.to(device=device, dtype=torch.int64).clamp(0, waveforms.shape[1])
+    waveforms, lengths = snip_input(waveforms, lengths, span, hop, bool(p["snip_edges"]))
     batch, total = waveforms.shape
-    lengths = lengths.to(device=device, dtype=torch.int64).clamp(0, total)
     frame_lens = num_frames(lengths, span, hop)  # (B,)
     n_out = (total - span) // hop + 1 if total >= span else 0  # T'
     # (n_fft // 2, n_mels); built before the early return so bad ranges always raise
@@ -346,20 +397,16 @@ def cepstra(
     return _mask(ceps, frame_lens)
 
 
-def kaldi_streaming(
-    audio: torch.Tensor, state: Any, config: FeatureConfig
-) -> tuple[torch.Tensor, Any]:
-    """``fbank`` / ``mfcc`` chunk by chunk: (T,) samples and a ``FramingState`` (None to start)
-    -> (T', F) features and the next state; concatenated, they equal the offline features."""
-    from oasr.features.streaming import stream_frames
+def _streaming(audio: torch.Tensor, state: Any, config: FeatureConfig) -> tuple[torch.Tensor, Any]:
+    from oasr.features.kaldi_streaming import kaldi_streaming
 
-    if float(config.params.get("dither", 0.0)):
-        raise ValueError(
-            "dither draws its noise per offline call, so streamed features cannot equal offline "
-            "ones; set params['dither'] = 0.0 to stream"
-        )
-    fn = fbank if config.feature_type == "fbank" else mfcc
-    return stream_frames(fn, kaldi_framing(config), config, audio, state)
+    return kaldi_streaming(audio, state, config)
+
+
+def _flush(state: Any, config: FeatureConfig) -> torch.Tensor:
+    from oasr.features.kaldi_streaming import kaldi_flush
+
+    return kaldi_flush(state, config)
 
 
 def _default_framing() -> StreamingFraming:
@@ -376,10 +423,11 @@ FBANK = ExtractorSpec(
     kind="fbank",
     fn=fbank,
     framing=_default_framing(),
-    streaming_fn=kaldi_streaming,
+    streaming_fn=_streaming,
+    flush_fn=_flush,
     defaults=dict(FBANK_DEFAULTS),
     doc=(
-        "Kaldi fbank (snip_edges): povey-windowed frames of frame_length_ms every "
+        "Kaldi fbank: povey-windowed frames of frame_length_ms every "
         "frame_shift_ms, DC removed, preemphasis 0.97, power spectrum, num_mel_bins Kaldi mel "
         "filters from 20 Hz to Nyquist, natural log floored at FLT_EPSILON. Output (B, T', F)."
     ),
@@ -389,7 +437,8 @@ MFCC = ExtractorSpec(
     kind="mfcc",
     fn=mfcc,
     framing=_default_framing(),
-    streaming_fn=kaldi_streaming,
+    streaming_fn=_streaming,
+    flush_fn=_flush,
     defaults=dict(MFCC_DEFAULTS),
     doc=(
         "Kaldi MFCC: the fbank log-mel energies through Kaldi's DCT to num_ceps (13), "

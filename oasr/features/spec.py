@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,12 @@ class ExtractorSpec:
 class FeatureConfig:
     """A materialized frontend configuration; ``feature_type`` names a registered extractor.
 
+Every option that changes a value is a field here or a key of ``params`` (the extractor's
+``defaults`` list them: Kaldi fbank's ``snip_edges``, ``low_freq`` / ``high_freq``,
+``dither``, ``window_type``, ``energy_floor``, ``preemph_coeff``, ``remove_dc_offset``,
+``raw_energy``, ``use_energy``, ``use_log_fbank``, ``round_to_power_of_two``, ...). Build one
+for an upstream recipe with ``oasr.features.recipes``; bundles store ``complete()``.
+
     ``lfr_m`` / ``lfr_n``: low-frame-rate stacking (``oasr.features.lfr``), applied by the engine
     over the extractor's output: ``lfr_m`` frames stacked every ``lfr_n``; 1 / 1 is off.
     """
@@ -78,6 +85,14 @@ class FeatureConfig:
         if self.lfr_m < 1 or self.lfr_n < 1:
             raise ValueError(f"lfr_m and lfr_n must be >= 1, got lfr_m={self.lfr_m}, "
                              f"lfr_n={self.lfr_n}")
+
+    def complete(self) -> FeatureConfig:
+        """This config with every option its extractor reads written out (the extractor's
+        ``defaults`` where ``params`` omit one): what a bundle records, so the values a
+        checkpoint was converted with never move when a default does. A config written before
+        an option existed reads that option's default, which is the value it was computed
+        with (an option is added with the default that keeps the old values)."""
+        return dataclasses.replace(self, params={**self.spec.defaults, **self.params})
 
     @property
     def lfr(self) -> bool:

@@ -5,10 +5,10 @@ from oasr.io.manifest import (
     ColumnMap,
     ManifestError,
     ManifestRow,
-    count_rows,
     iter_manifest,
     passthrough_schema,
 )
+from oasr.io.manifest_ids import count_rows
 from oasr.io.schema import OUTPUT_COLUMNS, output_schema
 from oasr.io.subtitle_writer import SubtitleWriter, check_output_rows
 from oasr.io.subtitles import CueOptions

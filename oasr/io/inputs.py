@@ -3,6 +3,8 @@
 Folders are walked recursively and globs expanded, both sorted, so a run sees the same files in
 the same order every time. Audio files get ids from their stems; where stems collide, the path
 relative to the files' common folder without extension (with it where even that collides).
+A name that is not UTF-8 is read as the bytes it is (Python's surrogate escapes reach the file
+system unchanged); in ids and messages those bytes read ``\\xNN`` (``oasr.audio.printable``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from oasr.audio.errors import printable
 
 __all__ = ["AUDIO_EXTENSIONS", "InputFile", "ManifestError", "expand_inputs"]
 
@@ -37,8 +41,8 @@ class InputFile:
 
     def source(self, pos: int) -> str:
         if self.kind == "audio":
-            return str(self.path)
-        return f"{self.path} {'line' if self.kind == 'jsonl' else 'row'} {pos}"
+            return printable(str(self.path))
+        return f"{printable(str(self.path))} {'line' if self.kind == 'jsonl' else 'row'} {pos}"
 
 
 def _kind_of(path: Path) -> str | None:
@@ -123,5 +127,5 @@ def expand_inputs(inputs: list[str]) -> list[InputFile]:
         else:
             raise ManifestError(f"input not found: {raw}")
     audio_paths = [p for kind, p in entries if kind == "audio"]
-    ids = iter(_audio_ids(audio_paths))
+    ids = iter(printable(i) for i in _audio_ids(audio_paths))
     return [InputFile(kind, p, next(ids) if kind == "audio" else None) for kind, p in entries]

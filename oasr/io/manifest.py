@@ -11,7 +11,12 @@ Ids are the resume key, so they must be stable and unique: an id column when the
 otherwise (JSONL with an audio path, NeMo's layout) the path as written, ``@<offset>`` added
 for a segment not starting at 0, otherwise ``<manifest stem>-<row index>``; for audio files the
 file stem (or, where stems collide, the path relative to the files' common folder without
-extension).
+extension). :mod:`oasr.io.manifest_ids` checks them all in a first pass (``count_rows``).
+
+Bytes that are not UTF-8 in a JSONL manifest are kept as what they are: an audio path holding
+them opens the file of that name; in every value that reaches the output (ids from paths, text,
+passthrough columns, messages) they read ``\\xNN`` (:func:`oasr.audio.printable`). An id given
+in an id column must be valid text: :func:`id_problem` says why one is not.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oasr.audio.errors import printable
 from oasr.io.inputs import AUDIO_EXTENSIONS, InputFile, ManifestError, expand_inputs
+from oasr.io.os_reason import reason
 from oasr.io.schema import OUTPUT_COLUMNS, passthrough_name, unify_schemas
 
 __all__ = [
@@ -35,7 +42,7 @@ __all__ = [
     "ColumnMap",
     "ManifestError",
     "ManifestRow",
-    "count_rows",
+    "id_problem",
     "iter_manifest",
     "passthrough_schema",
     "shard_keeps",
@@ -81,6 +88,11 @@ class ManifestRow:
     passthrough: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     error: str | None = None
+
+    def located(self, message: str) -> str:
+        """``message`` naming this row: prefixed with its source (the manifest line, or the
+        audio file) unless it begins with it already, as a decode error of a file does."""
+        return message if message.startswith(self.source) else f"{self.source}: {message}"
 
 
 def shard_keeps(row_id: str, shard: tuple[int, int] | None) -> bool:
@@ -154,10 +166,26 @@ def _audio_kind(label: str, column: str, dtype: pa.DataType) -> str:
     )
 
 
+def _check_id_type(label: str, column: str, dtype: pa.DataType) -> None:
+    """Ids are text or integers: a float id prints differently than it was written, and a
+    binary or nested one is not an id at all."""
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    if (pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+            or pa.types.is_string_view(dtype) or pa.types.is_integer(dtype)
+            or pa.types.is_null(dtype)):
+        return
+    raise ManifestError(
+        f"{label}: id column {column!r} holds {dtype}; ids must be strings or integers: cast "
+        f"it, or name another column with --id-column")
+
+
 def _plan(
     label: str, names: list[str], columns: ColumnMap, types: dict[str, pa.DataType] | None
 ) -> _Plan:
     id_col = _pick(label, names, columns.id, ID_CANDIDATES, "id", "--id-column")
+    if id_col is not None and types is not None:
+        _check_id_type(label, id_col, types[id_col])
     audio = _pick(label, names, columns.audio, AUDIO_CANDIDATES, "audio", "--audio-column")
     if audio is None:
         raise ManifestError(
@@ -194,7 +222,8 @@ def _resolve_path(raw: str, folder: Path) -> tuple[str | None, str | None]:
     full = os.path.abspath(raw if os.path.isabs(raw) else folder / raw)
     if not os.path.isfile(full):
         return None, (
-            f"audio path does not exist: {full} (paths resolve against the manifest's folder)"
+            f"audio path does not exist: {printable(full)} (paths resolve against the "
+            "manifest's folder)"
         )
     return full, None
 
@@ -255,11 +284,35 @@ def _passthrough_value(plan: _Plan, column: str, value: Any) -> Any:
     # The audio column passes through only as the path it was written as.
     if column == plan.audio and not isinstance(value, str):
         return None
+    return _writable(value)
+
+
+def _writable(value: Any) -> Any:
+    """``value`` with every string :func:`printable` (JSONL values may hold surrogates)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [_writable(v) for v in value]
+    if isinstance(value, dict):
+        return {printable(str(k)): _writable(v) for k, v in value.items()}
     return value
 
 
 def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
+    return None if value is None else printable(str(value))
+
+
+def id_problem(value: Any) -> str | None:
+    """Why ``value`` (an id column's value, not null) cannot be a row id, or None: ids are
+    written to every output and compared on resume, so they are text or integers, and valid
+    Unicode."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return f"is a {type(value).__name__} ({value!r:.40}), not a string or an integer"
+    text = str(value)
+    if printable(text) != text:
+        return (f"'{printable(text)}' is not valid Unicode text (bytes that are not UTF-8, or "
+                "a lone surrogate escape)")
+    return None
 
 
 def _build_row(
@@ -308,6 +361,7 @@ def _path_id(plan: _Plan, obj: dict[str, Any]) -> str | None:
     path = obj.get(plan.audio)
     if not isinstance(path, str) or not path:
         return None
+    path = printable(path)
     key = "start" if "start" in plan.segment else "offset"
     offset = obj.get(plan.segment[key]) if key in plan.segment else None
     if isinstance(offset, (int, float)) and offset:
@@ -325,7 +379,8 @@ def _table_schema(unit: InputFile) -> pa.Schema:
         with pa.memory_map(str(unit.path), "r") as src:
             return _open_ipc(src).schema
     except (pa.ArrowException, OSError) as exc:
-        raise ManifestError(f"cannot read {unit.kind} manifest {unit.path}: {exc}") from exc
+        raise ManifestError(f"cannot read {unit.kind} manifest {printable(str(unit.path))}: "
+                            f"{reason(exc, unit.path)}") from exc
 
 
 def _open_ipc(src: Any) -> Any:
@@ -360,7 +415,7 @@ def _table_rows(
     unit: InputFile, plan: _Plan, shard: tuple[int, int] | None, batch_rows: int
 ) -> Iterator[tuple[ManifestRow, int]]:
     folder = unit.path.resolve().parent
-    stem = unit.path.stem
+    stem = printable(unit.path.stem)
     start = 0
     for batch in _table_batches(unit, batch_rows):
         n = batch.num_rows
@@ -383,9 +438,10 @@ def _table_rows(
 
 
 def _jsonl_lines(unit: InputFile) -> Iterator[tuple[int, int, dict[str, Any] | None, str | None]]:
-    """(line number, row index, object or None, parse error) for each non-blank line."""
+    """(line number, row index, object or None, parse error) for each non-blank line; bytes
+    that are not UTF-8 kept as surrogate escapes (see the module docstring)."""
     index = 0
-    with open(unit.path, encoding="utf-8", errors="replace") as f:
+    with open(unit.path, encoding="utf-8", errors="surrogateescape") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -395,7 +451,7 @@ def _jsonl_lines(unit: InputFile) -> Iterator[tuple[int, int, dict[str, Any] | N
             except json.JSONDecodeError as exc:
                 obj, error = None, f"invalid JSON ({exc.msg} at column {exc.colno})"
             if error is not None:
-                obj, error = None, f"{unit.path} line {number}: {error}"
+                obj, error = None, f"{unit.source(number)}: {error}"
             yield number, index, obj, error
             index += 1
 
@@ -423,28 +479,54 @@ class _JsonlPlanner:
         return self.cache[keys]
 
 
-def _jsonl_rows(
-    unit: InputFile, columns: ColumnMap, shard: tuple[int, int] | None
-) -> Iterator[tuple[ManifestRow, int]]:
-    folder = unit.path.resolve().parent
-    stem = unit.path.stem
+@dataclass
+class _JsonlEntry:
+    """One JSONL line read as far as its id: ``plan`` None (and ``error`` set) for a line
+    that is not a usable object."""
+
+    number: int
+    row_id: str
+    obj: dict[str, Any] | None
+    plan: _Plan | None
+    error: str | None
+
+
+def _jsonl_entries(unit: InputFile, columns: ColumnMap) -> Iterator[_JsonlEntry]:
+    """Each line's id, as :func:`_jsonl_rows` gives it, without resolving its audio; an id
+    that cannot be one (:func:`id_problem`) raises ManifestError naming the line."""
+    stem = printable(unit.path.stem)
     planner = _JsonlPlanner(unit, columns)
     for number, index, obj, error in _jsonl_lines(unit):
         plan = planner.plan(obj, number) if obj is not None else None
         if obj is None or isinstance(plan, str):
-            row_id = f"{stem}-{index}"
-            if shard_keeps(row_id, shard):
-                yield (
-                    ManifestRow(row_id, None, source=unit.source(number), error=error or str(plan)),
-                    number,
-                )
+            yield _JsonlEntry(number, f"{stem}-{index}", None, None, error or str(plan))
             continue
         assert plan is not None
-        row_id, id_error = _row_id(plan, obj.get(plan.id) if plan.id else None, stem, index)
+        value = obj.get(plan.id) if plan.id else None
+        if value is not None and (problem := id_problem(value)) is not None:
+            raise ManifestError(
+                f"{unit.source(number)}: the id {problem}; fix it in the manifest (ids are "
+                f"the resume key, written to every output) or name another column with "
+                "--id-column")
+        row_id, id_error = _row_id(plan, value, stem, index)
         if plan.id is None:
             row_id = _path_id(plan, obj) or row_id
-        if shard_keeps(row_id, shard):
-            yield _build_row(plan, obj, row_id, id_error, folder, unit.source(number)), number
+        yield _JsonlEntry(number, row_id, obj, plan, id_error)
+
+
+def _jsonl_rows(
+    unit: InputFile, columns: ColumnMap, shard: tuple[int, int] | None
+) -> Iterator[tuple[ManifestRow, int]]:
+    folder = unit.path.resolve().parent
+    for e in _jsonl_entries(unit, columns):
+        if not shard_keeps(e.row_id, shard):
+            continue
+        source = unit.source(e.number)
+        if e.plan is None:
+            yield ManifestRow(e.row_id, None, source=source, error=e.error), e.number
+        else:
+            assert e.obj is not None
+            yield _build_row(e.plan, e.obj, e.row_id, e.error, folder, source), e.number
 
 
 def _check_jsonl_columns(unit: InputFile, columns: ColumnMap) -> None:
@@ -520,6 +602,17 @@ def iter_manifest(
     return _iterate(prepared, columns, shard, limit, batch_rows)
 
 
+def source_of(prepared: list[tuple[InputFile, _Plan | None]], key: int) -> str:
+    """The row a packed ``(input index << _ROW_BITS) | position`` key names."""
+    return prepared[key >> _ROW_BITS][0].source(key & ((1 << _ROW_BITS) - 1))
+
+
+def duplicate_id(row_id: str, first: str, second: str) -> ManifestError:
+    return ManifestError(
+        f"duplicate id '{row_id}': {first} and {second} (ids are the resume key; make them "
+        "unique in the manifest, or name a unique column with --id-column)")
+
+
 def _iterate(
     prepared: list[tuple[InputFile, _Plan | None]],
     columns: ColumnMap,
@@ -536,68 +629,11 @@ def _iterate(
             key = (u << _ROW_BITS) | pos
             first = seen.setdefault(row.id, key)
             if first != key:
-                other = prepared[first >> _ROW_BITS][0].source(first & ((1 << _ROW_BITS) - 1))
-                raise ManifestError(
-                    f"duplicate id {row.id!r}: {other} and {row.source} (ids are the resume "
-                    f"key; name a unique column with --id-column)"
-                )
+                raise duplicate_id(row.id, source_of(prepared, first), row.source)
             yield row
             emitted += 1
             if limit is not None and emitted >= limit:
                 return
-
-
-def _count_unit(
-    unit: InputFile, plan: _Plan | None, columns: ColumnMap, shard: tuple[int, int] | None
-) -> int:
-    if unit.kind == "audio":
-        return int(shard_keeps(unit.audio_id or "", shard))
-    if unit.kind == "jsonl":
-        if shard is None:
-            with open(unit.path, "rb") as f:
-                return sum(1 for line in f if line.strip())
-        return sum(1 for _ in _jsonl_rows(unit, columns, shard))
-    assert plan is not None
-    stem = unit.path.stem
-    if plan.id is None:
-        if unit.kind == "parquet":
-            total = pq.ParquetFile(unit.path).metadata.num_rows
-        else:
-            total = sum(b.num_rows for b in _table_batches(unit, 1 << 30, columns=[plan.audio]))
-        return sum(shard_keeps(f"{stem}-{k}", shard) for k in range(total))
-    if shard is None and unit.kind == "parquet":
-        return pq.ParquetFile(unit.path).metadata.num_rows
-    count, start = 0, 0
-    for batch in _table_batches(unit, 1 << 16, columns=[plan.id]):
-        for k, value in enumerate(batch.column(0).to_pylist()):
-            count += shard_keeps(_row_id(plan, value, stem, start + k)[0], shard)
-        start += batch.num_rows
-    return count
-
-
-def count_rows(
-    inputs: list[str],
-    columns: ColumnMap = ColumnMap(),
-    shard: tuple[int, int] | None = None,
-    limit: int | None = None,
-) -> int | None:
-    """How many rows :func:`iter_manifest` will yield (for a progress bar).
-
-    Parquet without sharding reads only footers; with sharding only the id column is read.
-    Returns None when a file cannot be read (iteration will report it); an input that cannot
-    be used at all raises ManifestError as :func:`iter_manifest` would.
-    """
-    _check_shard(shard)
-    prepared = _prepare(inputs, columns)
-    total = 0
-    for unit, plan in prepared:
-        try:
-            total += _count_unit(unit, plan, columns, shard)
-        except (pa.ArrowException, OSError):
-            return None
-        if limit is not None and total >= limit:
-            return max(limit, 0)
-    return total
 
 
 def passthrough_schema(inputs: list[str], columns: ColumnMap = ColumnMap()) -> pa.Schema | None:

@@ -5,6 +5,7 @@ for these."""
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ __all__ = [
     "OutputError",
     "OutputRow",
     "fsync_replace",
+    "write_part",
 ]
 
 TABLE_FORMATS = ("parquet", "jsonl", "txt")  # OutputWriter's: one file, one row per input row
@@ -63,7 +65,16 @@ class OutputRow:
 
 
 def fsync_replace(tmp: Path, final: Path) -> None:
-    """Rename ``tmp`` over ``final`` and make the rename durable (fsync of the folder)."""
+    """Rename ``tmp`` over ``final`` and make the rename durable (fsync of the folder).
+    Never over a device, FIFO or socket: the rename would replace the node itself (as root,
+    ``/dev/null``)."""
+    try:
+        mode = os.lstat(final).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OutputError(f"{final} is not a regular file; oasr never writes over a device, "
+                          "FIFO or socket: choose a file path for the output")
     os.replace(tmp, final)
     try:
         fd = os.open(final.parent, os.O_RDONLY)
@@ -75,3 +86,20 @@ def fsync_replace(tmp: Path, final: Path) -> None:
         pass  # some filesystems refuse fsync on a directory; the rename itself has happened
     finally:
         os.close(fd)
+
+
+def write_part(table: Any, final: Path) -> None:
+    """Write the Arrow ``table`` as the Parquet file ``final``, whole or not at all: into
+    ``.<name>.tmp-<pid>`` beside it, fsynced, then renamed (a kill leaves only the temp file,
+    which :mod:`oasr.io.stale_temp` removes later). Raises OSError as the disk does."""
+    import pyarrow.parquet as pq
+
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)

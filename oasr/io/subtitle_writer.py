@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from oasr.io.os_reason import reason
 from oasr.io.output_format import (
     EXTENSIONS,
     RECORDING_FORMATS,
@@ -38,6 +39,7 @@ from oasr.io.output_format import (
     OutputRow,
     fsync_replace,
 )
+from oasr.io.output_target import check_output_target
 from oasr.io.stale_temp import remove_stale_temps
 from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
 from oasr.io.transcript_documents import DOCUMENT_RENDERERS
@@ -186,6 +188,7 @@ class SubtitleWriter:
         if not self.single and self.path.exists() and not self.path.is_dir():
             raise OutputError(f"{self.path} exists and is not a folder for {self.ext} files")
         check_output_rows(self.path, fmt, rows)
+        check_output_target(self.path, fmt)
         self.index_path = self.folder / INDEX_NAME
         remove_stale_temps(self.folder, ".")
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
@@ -196,6 +199,7 @@ class SubtitleWriter:
         self._fd: int | None = None
         self._single_id: str | None = None
         self._closed = False
+        self._failed: OutputError | None = None  # the write that failed, reported once
 
     # -------------------------------------------------------------- the index
 
@@ -298,23 +302,35 @@ class SubtitleWriter:
                                                     f"{self._single_id!r}) arrived")
                 )
             self._single_id = row.id
-        self._open_index()
+        if self._failed is not None:
+            raise self._failed
         name = self._name_for(row.id)
         entry: dict[str, Any] = {"id": row.id, "file": name, "error": row.error}
-        if row.error is None:
-            if self.fmt in DOCUMENT_RENDERERS:
-                text, timings = DOCUMENT_RENDERERS[self.fmt](row)
-            else:
-                cues, timings = cues_for_row(row, self.cue_options)
-                text = render(cues, self.fmt)
-            _write_whole(self.folder / name, text)
-            entry["timings"] = timings
-        self._append(entry)
+        target = self.index_path
+        try:
+            self._open_index()
+            if row.error is None:
+                if self.fmt in DOCUMENT_RENDERERS:
+                    text, timings = DOCUMENT_RENDERERS[self.fmt](row)
+                else:
+                    cues, timings = cues_for_row(row, self.cue_options)
+                    text = render(cues, self.fmt)
+                target = self.folder / name
+                _write_whole(target, text)
+                entry["timings"] = timings
+            target = self.index_path
+            self._append(entry)
+        except OSError as err:
+            self._failed = OutputError(
+                f"cannot write {target}: {reason(err, target)}; kept: every {self.ext} file "
+                f"finished before, recorded in {self.index_path}; fix the cause (free space) "
+                "and rerun the same command to resume")
+            raise self._failed from None
         self._load()[name.casefold()] = entry
 
     def flush(self) -> None:
         """Make the index durable (subtitle files are durable once written)."""
-        if self._fd is not None:
+        if self._fd is not None and self._failed is None:
             os.fsync(self._fd)
 
     def _finish(self) -> None:
@@ -323,7 +339,8 @@ class SubtitleWriter:
         self._closed = True
         if self._fd is not None:
             try:
-                os.fsync(self._fd)
+                if self._failed is None:
+                    os.fsync(self._fd)
             finally:
                 os.close(self._fd)
                 self._fd = None

@@ -12,6 +12,13 @@ One process writes one output: ``oasr transcribe`` holds :class:`oasr.io.lock.Ou
 
 Parts are Parquet whatever the final format: they keep types, and the merge streams them in
 record batches, so memory holds the id table, not the rows.
+
+Every file it writes says it is ours (:mod:`oasr.io.output_target`): parts and a Parquet output
+carry ``oasr_output: transcripts`` in their key-value metadata, a JSONL or text output a
+sidecar ``<out>.oasr.json`` (written before the output appears); opening a writer on a path
+holding anything else is refused. A write that fails (a full disk, an I/O error) is one
+:class:`OutputError` naming the file and what is kept on disk; the writer then writes nothing
+more, and ``abort()`` after it is quiet, so the failure is reported once.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oasr.io.os_reason import reason
 from oasr.io.output_format import (
     EXTENSIONS,
     FORMATS,
@@ -39,6 +47,14 @@ from oasr.io.output_format import (
     OutputError,
     OutputRow,
     fsync_replace,
+    write_part,
+)
+from oasr.io.output_target import (
+    KIND_KEY,
+    TRANSCRIPTS,
+    check_output_target,
+    read_sidecar,
+    write_sidecar,
 )
 from oasr.io.schema import OUTPUT_COLUMNS, conform_table, output_schema, unify_schemas
 from oasr.io.stale_temp import remove_stale_temps
@@ -162,7 +178,9 @@ class OutputWriter:
             raise OutputError(f"flush_seconds must be > 0, got {flush_seconds}")
         self.path = Path(path)
         self.fmt = fmt
-        self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+        check_output_target(self.path, fmt)
+        self.metadata = {KIND_KEY: TRANSCRIPTS,
+                         **{str(k): str(v) for k, v in (metadata or {}).items()}}
         self.retry_errors = retry_errors
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
@@ -173,6 +191,7 @@ class OutputWriter:
         self._buffered_since = 0.0  # monotonic time the oldest buffered row arrived
         self._next_part: int | None = None
         self._closed = False
+        self._failed: OutputError | None = None  # the write that failed, reported once
         remove_stale_temps(self.path.parent, f"{self.path.name}.tmp-")
         remove_stale_temps(self.parts_dir, f".{_PART_PREFIX}")
 
@@ -200,7 +219,7 @@ class OutputWriter:
                     ids, errors = batch.column(0).to_pylist(), batch.column(1).to_pylist()
                     for i, e in zip(ids, errors, strict=True):
                         yield i, e is not None, None
-            except (pa.ArrowException, KeyError) as exc:
+            except (pa.ArrowException, KeyError, IndexError) as exc:
                 raise OutputError(
                     f"{label} is not an oasr Parquet output ({exc}); remove it or "
                     f"choose another output path"
@@ -260,15 +279,19 @@ class OutputWriter:
         elif self.fmt == "parquet" and self.path.is_file():
             source = self.path
         else:
-            return None
+            side = read_sidecar(self.path) if self.path.is_file() else None
+            return None if side is None else {k: v for k, v in side.items() if k != KIND_KEY}
         raw = pq.read_schema(source).metadata or {}
-        return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"ARROW:")}
+        return {k.decode(): v.decode() for k, v in raw.items()
+                if not k.startswith(b"ARROW:") and k != KIND_KEY.encode()}
 
     # -------------------------------------------------------------- writing
 
     def write(self, row: OutputRow) -> None:
         """Buffer ``row``; ``flush_rows`` rows, or rows buffered ``flush_seconds``, become one
         part file, so a ``kill -9`` loses at most that much finished work."""
+        if self._failed is not None:
+            raise self._failed
         if self._closed:
             raise OutputError(f"writer for {self.path} is closed")
         now = time.monotonic()
@@ -290,34 +313,64 @@ class OutputWriter:
 
     def flush(self) -> None:
         """Write the buffered rows as the next part file (atomically)."""
+        if self._failed is not None:
+            raise self._failed
         if not self._buffer:
             return
         table = self._rows_to_table(self._buffer)
-        self.parts_dir.mkdir(parents=True, exist_ok=True)
-        if self._next_part is None:
-            existing = self._parts()
-            self._next_part = int(existing[-1].name[len(_PART_PREFIX) : -8]) + 1 if existing else 1
-        final = self.parts_dir / f"{_PART_PREFIX}{self._next_part:06d}.parquet"
-        tmp = self.parts_dir / f".{final.name}.tmp-{os.getpid()}"
+        final = None
         try:
-            with open(tmp, "wb") as f:
-                pq.write_table(table, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
+            self.parts_dir.mkdir(parents=True, exist_ok=True)
+            if self._next_part is None:
+                existing = self._parts()
+                self._next_part = (int(existing[-1].name[len(_PART_PREFIX) : -8]) + 1
+                                   if existing else 1)
+            final = self.parts_dir / f"{_PART_PREFIX}{self._next_part:06d}.parquet"
+            write_part(table, final)
+        except OSError as err:
+            raise self._fail(final or self.parts_dir, err,
+                             f"the {len(self._buffer)} rows finished since were not written "
+                             "and are redone by a rerun") from None
         self._next_part += 1
         self._buffer.clear()
 
+    def _fail(self, where: Path, err: OSError, lost: str) -> OutputError:
+        """The one error a failed write reports: the file, why, and what is kept on disk.
+        The writer writes nothing more after it."""
+        parts = self._parts()
+        try:
+            rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+        except (pa.ArrowException, OSError):
+            rows = None
+        kept = []
+        if parts:
+            held = (f"{rows} finished row{'s' * (rows != 1)}" if rows is not None
+                    else "the finished rows")
+            kept.append(f"{held} in {len(parts)} part file{'s' * (len(parts) != 1)} in "
+                        f"{self.parts_dir}")
+        if self.path.is_file():
+            kept.append(f"the earlier output {self.path} as it was")
+        why = reason(err, where)
+        self._failed = OutputError(
+            f"cannot write {where}: {why}; kept: {' and '.join(kept) or 'nothing yet'}; "
+            f"{lost}; fix the cause (free space) and rerun the same command to resume")
+        return self._failed
+
     def abort(self) -> None:
-        """Flush the buffer as a part and stop, without merging: a rerun resumes from parts."""
-        if not self._closed:
-            self.flush()
+        """Flush the buffer as a part and stop, without merging: a rerun resumes from parts.
+        After a failed write it only stops (that failure was already raised)."""
+        if self._closed:
+            return
+        try:
+            if self._failed is None:
+                self.flush()
+        finally:
             self._closed = True
 
     def close(self) -> None:
         """Merge the earlier output and all parts into ``path`` atomically; remove the parts."""
+        if self._failed is not None:
+            raise self._failed
         if self._closed:
             return
         self.flush()
@@ -326,9 +379,11 @@ class OutputWriter:
         if not parts and self.path.is_file():
             shutil.rmtree(self.parts_dir, ignore_errors=True)  # only stale temp files were left
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.fmt != "parquet":
+                write_sidecar(self.path, TRANSCRIPTS, self.metadata)
             with open(
                 tmp,
                 "wb" if self.fmt == "parquet" else "w",
@@ -338,6 +393,8 @@ class OutputWriter:
                 f.flush()
                 os.fsync(f.fileno())
             fsync_replace(tmp, self.path)
+        except OSError as err:
+            raise self._fail(self.path, err, "nothing was lost") from None
         finally:
             tmp.unlink(missing_ok=True)
         shutil.rmtree(self.parts_dir, ignore_errors=True)

@@ -4,5 +4,8 @@ Each kernel lives in a framework-free CUDA header under ``oasr/csrc/kernels/<are
 ``extern "C"`` launcher file beside it; ``jit.load(spec)`` loads the prebuilt library or compiles
 the launcher with ``nvcc`` into ``$OASR_CACHE_DIR/jit/<name>-<hash>/``, checks its exported
 launcher table and sets the argtypes; the binding calls it with raw device pointers and the
-current CUDA stream, and registers its ops with ``oasr.ops`` (``ops.register_kernel``).
+current CUDA stream. Their ``oasr.ops`` kernels and the gaps at their edges are declared in
+``declarations`` (imported here, torch-free), by name, so listing them imports no binding.
 """
+
+from oasr.kernels import declarations  # noqa: F401  (declares the kernels and their gaps)

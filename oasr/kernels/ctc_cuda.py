@@ -22,25 +22,16 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from oasr import ops
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.kernels.declarations import CTC_BEAM_WIDTH, MAX_BEAM
 from oasr.ops.build import CTC_CUDA
 
 __all__ = ["MAX_BEAM", "CTC_BEAM_WIDTH", "CtcBeamPool", "Hypothesis", "PendingHypotheses",
            "decode_offline", "decode_offline_async", "serves"]
 
-MAX_BEAM = 32
 _ERRORS = {1: "its token trie overflowed", 2: "its frame arena overflowed",
            3: "a hypothesis lost track of its frames", 4: "a chunk length was outside [0, T]"}
-
-CTC_BEAM_WIDTH = ops.declare_gap(ops.KernelGap(
-    id="ctc-beam-width",
-    what=f"CTC prefix beam search wider than {MAX_BEAM} (the kernel keeps a beam in one warp)",
-    fix="oasr/csrc/kernels/ctc/prefix_beam.cuh: merge multi-warp beam lists (the CPU search "
-        "serves it)",
-))
-
 
 def serves(beam_size: int, nbest: int) -> bool:
     """Whether the kernel covers this search; the rest is the declared gap above."""
@@ -330,12 +321,6 @@ def decode_offline(log_probs: torch.Tensor, lens: torch.Tensor | None, *, blank:
                                 blank_skip_threshold=blank_skip_threshold, nbest=nbest).result()
 
 
-def _supports(log_probs: torch.Tensor, beam_size: int, nbest: int) -> bool:
+def route_supports(log_probs: torch.Tensor, beam_size: int, nbest: int) -> bool:
+    """Op ``ctc_prefix_beam``'s ``supports``: the route sees (log_probs, beam_size, nbest)."""
     return serves(beam_size, nbest)
-
-
-# Op ``ctc_prefix_beam`` (routed by oasr.engine.decode.ctc.cuda_search): fn(log_probs, lens,
-# blank=, beam_size=, blank_skip_threshold=, nbest=) -> per row the ranked hypotheses; the
-# route sees (log_probs, beam_size, nbest). The CPU search (oasr._C.ctc) is its oracle.
-ops.register_kernel(ops.Kernel(op="ctc_prefix_beam", fn=decode_offline, library=CTC_CUDA,
-                               source="oasr/csrc/kernels/ctc/ctc_cuda.cu", supports=_supports))

@@ -17,22 +17,13 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from oasr import ops
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.kernels.declarations import DTW_ROWS, MAX_ROWS
 from oasr.ops.build import DTW_CUDA
 
 __all__ = ["DTW_ROWS", "MAX_ROWS", "dtw_starts", "supports"]
 
-MAX_ROWS = 4000  # the launcher's kMaxRows: three diagonals of floats in shared memory
-
-DTW_ROWS = ops.declare_gap(ops.KernelGap(
-    id="dtw-rows",
-    what=f"DTW of a cost matrix with more than {MAX_ROWS} token rows (the kernel keeps three "
-         "anti-diagonals of the grid in shared memory); the host DTW serves it",
-    fix="oasr/csrc/kernels/alignment/dtw.cuh: keep the diagonals in global memory past the "
-        "shared-memory bound",
-))
 
 
 @lru_cache(maxsize=1)
@@ -77,7 +68,3 @@ def dtw_starts(cost: torch.Tensor, rows: Sequence[int], frames: Sequence[int]) -
           "dtw_starts")
     return starts
 
-
-ops.register_kernel(ops.Kernel(op="dtw_starts", fn=dtw_starts, library=DTW_CUDA,
-                               source="oasr/csrc/kernels/alignment/dtw_cuda.cu",
-                               supports=supports))

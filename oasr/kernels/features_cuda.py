@@ -34,31 +34,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from oasr import ops
 from oasr.features import kaldi, whisper_logmel
 from oasr.features.mel import hann_window, mel_filters
 from oasr.features.spec import FeatureConfig
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
+from oasr.kernels.declarations import FEATURES_LARGE_FFT, MAX_SPECTRUM_BYTES
 from oasr.ops.build import FEATURES_CUDA
 
 __all__ = ["FEATURES_LARGE_FFT", "fbank_cuda", "gap_for", "mfcc_cuda", "supports",
            "whisper_logmel_cuda"]
 
-# The mel kernel keeps one frame's spectrum per warp in shared memory, under the 48 KiB a block
-# gets without opting in (features_cuda.cu's kMaxSharedBytes).
-MAX_SPECTRUM_BYTES = 48 * 1024
 _LOG_NATURAL, _LOG10 = 1, 2
-
-FEATURES_LARGE_FFT = ops.declare_gap(ops.KernelGap(
-    id="features-large-fft",
-    what=f"feature frontends whose spectrum exceeds {MAX_SPECTRUM_BYTES} bytes per frame "
-         "(Kaldi FFTs past 12288 points: frames past 8192 samples, 512 ms at 16 kHz); the torch "
-         "path serves them",
-    fix="oasr/csrc/kernels/features/logmel.cuh: stage the spectrum in chunks, or opt in to more "
-        "shared memory per block",
-))
-
 
 @lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL:
@@ -179,8 +166,10 @@ def _kaldi(waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig
 
 
 def _kaldi_prologue(waveforms: torch.Tensor, lengths: torch.Tensor, config: FeatureConfig,
-                    p: dict[str, Any]) -> tuple[torch.Tensor, int]:
-    """Shape checks as the torch path's; -> (lengths on the device clamped to [0, T], T')."""
+                    p: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Shape checks as the torch path's; -> (waveforms and lengths in snip_edges form, as the
+    torch path rewrites them (``kaldi.snip_input``: centred frames' samples gathered on the
+    device), T')."""
     if waveforms.dim() != 2:
         raise ValueError(f"waveforms must be (B, T), got shape {tuple(waveforms.shape)}")
     if lengths.shape != (waveforms.shape[0],):
@@ -189,16 +178,18 @@ def _kaldi_prologue(waveforms: torch.Tensor, lengths: torch.Tensor, config: Feat
         )
     span, hop = kaldi.frame_geometry(config)
     kaldi.kaldi_filters(config, p, kaldi.fft_size(span, p), "cpu")  # bad ranges raise, always
+    lengths = lengths.to(device=waveforms.device, dtype=torch.int64).clamp(
+        0, waveforms.shape[1])
+    waveforms, lengths = kaldi.snip_input(waveforms, lengths, span, hop, bool(p["snip_edges"]))
     total = waveforms.shape[1]
-    lengths = lengths.to(device=waveforms.device, dtype=torch.int64).clamp(0, total)
-    return lengths, (total - span) // hop + 1 if total >= span else 0
+    return waveforms, lengths, (total - span) // hop + 1 if total >= span else 0
 
 
 def fbank_cuda(waveforms: torch.Tensor, lengths: torch.Tensor,
                config: FeatureConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """``oasr.features.kaldi.fbank`` on the GPU: the same signature, layout and values."""
     p = kaldi.fbank_params(config)
-    lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
+    waveforms, lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
     span, hop = kaldi.frame_geometry(config)
     batch, n_mels = waveforms.shape[0], config.num_mel_bins
     lead = 1 if p["use_energy"] else 0
@@ -216,7 +207,7 @@ def mfcc_cuda(waveforms: torch.Tensor, lengths: torch.Tensor,
     """``oasr.features.kaldi.mfcc`` on the GPU: the kernels' log-mel and energy, then the torch
     path's DCT."""
     p = kaldi.mfcc_params(config)
-    lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
+    waveforms, lengths, n_out = _kaldi_prologue(waveforms, lengths, config, p)
     span, hop = kaldi.frame_geometry(config)
     batch, device = waveforms.shape[0], waveforms.device
     mel = _empty((batch, n_out, config.num_mel_bins), dtype=torch.float32, device=device)
@@ -264,14 +255,7 @@ def whisper_logmel_cuda(waveforms: torch.Tensor, lengths: torch.Tensor,
     return feats, whisper_logmel.feat_lengths(lengths, hop, n_frames)
 
 
-def _supports(waveforms: torch.Tensor, config: FeatureConfig) -> bool:
+def route_supports(waveforms: torch.Tensor, config: FeatureConfig) -> bool:
+    """Ops ``fbank`` / ``mfcc`` / ``whisper_logmel``'s ``supports``: the route sees
+    (waveforms, config)."""
     return gap_for(config) is None
-
-
-for _op, _fn, _native in (("fbank", fbank_cuda, kaldi.fbank_native),
-                          ("mfcc", mfcc_cuda, kaldi.mfcc_native),
-                          ("whisper_logmel", whisper_logmel_cuda,
-                           whisper_logmel.whisper_logmel_native)):
-    ops.register_kernel(ops.Kernel(op=_op, fn=_fn, native=_native, library=FEATURES_CUDA,
-                                   source="oasr/csrc/kernels/features/features_cuda.cu",
-                                   supports=_supports))

@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from oasr import envs
+from oasr.kernels import cuda_driver
 from oasr.ops.build import (
     LIBRARIES,
     BuildSpec,
@@ -167,7 +168,19 @@ def library_state(spec: BuildSpec | str) -> str:
         except KernelBuildError as exc:
             return f"not buildable here (gap cuda-toolchain): {str(exc).split(';')[0]}"
     try:
-        lib = library_path(spec)
+        lib = library_path(spec, _listing_arch())
     except KernelBuildError as exc:
         return f"nvcc found; {str(exc).split(';')[0]}"
     return f"built ({lib})" if lib.is_file() else "compiles on first use (nvcc found)"
+
+
+def _listing_arch() -> str:
+    """``target_arch`` for a listing, without torch: ``$OASR_CUDA_ARCH``, else the driver's
+    first visible device (the one a build for ``cuda`` targets)."""
+    if envs.OASR_CUDA_ARCH.get().strip():
+        return target_arch()
+    device = cuda_driver.first_device()
+    if isinstance(device, str):
+        raise KernelBuildError(f"no CUDA device to build kernels for ({device}); set "
+                               "OASR_CUDA_ARCH (e.g. sm_90) to compile without one")
+    return device.arch

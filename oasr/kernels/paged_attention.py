@@ -17,7 +17,6 @@ from functools import lru_cache
 
 import torch
 
-from oasr import ops
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
 from oasr.ops.build import PAGED_DECODE
@@ -104,7 +103,3 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                                      stream_handle(q.device)), "paged_decode")
     return out
 
-
-ops.register_kernel(ops.Kernel(op="paged_attention", fn=paged_decode, library=PAGED_DECODE,
-                               source="oasr/csrc/kernels/attention/paged_decode.cu",
-                               supports=supports))

@@ -1,12 +1,12 @@
-"""``rnn_recurrence``: LSTM / Elman-RNN layers with the whole time loop in one launch.
+"""``rnn_recurrence``: LSTM layers with the whole time loop in one launch.
 
-Serves ops ``lstm``, ``rnn_tanh`` and ``rnn_relu`` (routed by ``oasr.layers.rnn``) for CUDA
-tensors of any float dtype with hidden size at most 1024. Per layer and direction the input
-half of every step is one GEMM here (``F.linear`` in the input's dtype), and the recurrence is
-the kernel (``oasr/csrc/kernels/rnn/recurrence.cuh``): fp32 state and accumulation, one block
-per sequence. The torch path (``LSTM.forward_native``: a Python loop over steps, one launch
-per step per op) is the oracle it is tested against; without a CUDA toolchain every call is
-the gap ``cuda-toolchain``.
+Serves op ``lstm`` (routed by ``oasr.layers.rnn``) for CUDA tensors of any float dtype with
+hidden size at most 1024. Per layer and direction the input half of every step is one GEMM here
+(``F.linear`` in the input's dtype), and the recurrence is the kernel
+(``oasr/csrc/kernels/rnn/recurrence.cuh``): fp32 state and accumulation, one block per sequence.
+The torch path (``LSTM.forward_native``: a Python loop over steps, one launch per step per op)
+is the oracle it is tested against; without a CUDA toolchain every call is the gap
+``cuda-toolchain``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from oasr import ops
 from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
 from oasr.ops.build import RNN_CUDA
@@ -26,7 +25,9 @@ from oasr.ops.build import RNN_CUDA
 __all__ = ["MAX_HIDDEN", "recurrence", "recurrent_layers", "supports"]
 
 MAX_HIDDEN = 1024
-_MODES = {"lstm": 0, "rnn_tanh": 1, "rnn_relu": 2}
+# The recurrence kernel's cell modes; it also has Elman cells (1 tanh, 2 relu), which no layer
+# of the waist uses.
+_MODES = {"lstm": 0}
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -99,8 +100,8 @@ def recurrent_layers(x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor | None,
                      lengths: torch.Tensor | None, weights: list, mode: str,
                      num_directions: int = 1
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """The ``lstm`` / ``rnn_*`` op: x (B, T, in), h0/c0 (L*D, B, H), weights as
-    ``_Recurrent.all_weights`` -> (y (B, T, D*H), h_n, c_n (L*D, B, H)) in x's dtype."""
+    """The ``lstm`` op: x (B, T, in), h0/c0 (L*D, B, H), weights as
+    ``LSTM.all_weights`` -> (y (B, T, D*H), h_n, c_n (L*D, B, H)) in x's dtype."""
     layer_in = x
     h_n, c_n = [], []
     for layer in range(len(weights) // num_directions):
@@ -120,8 +121,3 @@ def recurrent_layers(x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor | None,
         layer_in = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
     return layer_in, torch.stack(h_n), torch.stack(c_n) if c_n else None
 
-
-for _op in _MODES:
-    ops.register_kernel(ops.Kernel(op=_op, fn=recurrent_layers, library=RNN_CUDA,
-                                   source="oasr/csrc/kernels/rnn/rnn_cuda.cu",
-                                   supports=supports))

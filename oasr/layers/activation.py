@@ -1,8 +1,9 @@
-"""Standalone activations: Gelu, Relu, Sigmoid, Tanh, Swish, Zipformer's SwooshL / SwooshR, Glu.
+"""Standalone activations: Gelu, Relu, Sigmoid, Tanh, Swish, Zipformer's SwooshL / SwooshR, glu.
 
-Each is a module and, for the ones a model calls inline (``swoosh_l``, ``swoosh_r``, ``glu``), a
-routed function running the same ``oasr.ops`` route, so an inline call is counted and
-honours ``OASR_LAYERS_BACKEND`` exactly as the module does. An activation that follows a
+Each is a module and, for the ones a model calls inline (``swoosh_l``, ``swoosh_r``), a
+routed function running the same ``oasr.ops`` route, so an inline call is counted and honours
+``OASR_LAYERS_BACKEND`` exactly as the module does; ``glu`` (models call it inline only) is the
+routed function alone. An activation that follows a
 projection belongs in ``LinearActivation``'s fused epilogue instead.
 
 Kernel contract (gap ``activation``): op ``gelu``, ``gelu_tanh``, ``relu``, ``sigmoid``,
@@ -157,23 +158,3 @@ class SwooshL(_Activation):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return swoosh_l(x)
-
-
-class Glu(nn.Module):
-    """Gated linear unit over ``dim``: (..., 2C, ...) -> (..., C, ...), first half gated by
-    the sigmoid of the second (``torch.nn.GLU``'s convention)."""
-
-    op = "glu"
-
-    def __init__(self, dim: int = -1) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
-        return F.glu(x, self.dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return glu(x, self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"

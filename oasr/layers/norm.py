@@ -1,21 +1,14 @@
-"""Normalization: LayerNorm, RMSNorm, Zipformer's BiasNorm, and the fused residual-add forms.
+"""Normalization: LayerNorm, RMSNorm and Zipformer's BiasNorm.
 
 Parameters keep their upstream names (``weight``, ``bias``; BiasNorm's ``bias``, ``log_scale``)
 so checkpoints load without renaming. Every norm works over the last axis of (..., C) except
 BiasNorm, which takes icefall's ``channel_dim``.
 
-The residual forms serve pre-norm chains: ``forward_add(x, residual)`` returns
-``(norm(x + residual), x + residual)``; with ``residual=None`` (the first block of a chain) it
-returns ``(norm(x), x)``. The sum is kept in the input dtype and then normalized, as an unfused
-``residual = residual + x; h = norm(residual)`` does, so the fused and unfused forms agree.
-
 Kernel contract (gap ``norm``); outputs are new tensors of ``x``'s dtype unless noted:
 
 ==================  ====================================================================
 ``layer_norm``      ``fn(x, weight | None, bias | None, eps) -> y``
-``add_layer_norm``  ``fn(x, residual, weight | None, bias | None, eps) -> (y, x + residual)``
 ``rms_norm``        ``fn(x, weight, eps) -> y`` (dtype as ``weight * x``)
-``add_rms_norm``    ``fn(x, residual, weight, eps) -> (y, x + residual)``
 ``bias_norm``       ``fn(x, bias, log_scale, channel_dim) -> y``
 ==================  ====================================================================
 """
@@ -37,67 +30,29 @@ ESPNET_EPS = 1e-12  # ESPnet's LayerNorm
 QWEN2_RMS_EPS = 1e-6  # HF Qwen2 rms_norm_eps
 
 
-class _ResidualNorm(nn.Module):
-    """A last-axis norm with a routed plain form and a routed fused residual-add form."""
+class _LastAxisNorm(nn.Module):
+    """A last-axis norm whose ``forward`` routes ``op`` and falls back to ``_norm_native``."""
 
     op: str = ""
-    add_op: str = ""
 
     def _norm_native(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def _kernel_args(self) -> tuple[Any, ...]:
-        """The arguments after the activations that the kernels of ``op``/``add_op`` take."""
+        """The arguments after ``x`` that the kernel of ``op`` takes."""
         raise NotImplementedError
-
-    def _norm(self, x: torch.Tensor) -> torch.Tensor:
-        kernel = ops.route(self.op, gaps.NORM.id).select(x)
-        if kernel is not None:
-            return kernel(x, *self._kernel_args())
-        return self._norm_native(x)
 
     def forward_native(self, x: torch.Tensor) -> torch.Tensor:
         return self._norm_native(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._norm(x)
-
-    def forward_add_native(
-        self, x: torch.Tensor, residual: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pure-torch ``(norm(x + residual), x + residual)``; ``(norm(x), x)`` without one."""
-        if residual is None:
-            return self._norm_native(x), x
-        summed = x + residual
-        return self._norm_native(summed), summed
-
-    def forward_add(
-        self, x: torch.Tensor, residual: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fused residual add + norm. x, residual: (..., C) -> ((..., C), (..., C))."""
-        if residual is None:
-            return self._norm(x), x
-        kernel = ops.route(self.add_op, gaps.NORM.id).select(x, residual)
+        kernel = ops.route(self.op, gaps.NORM.id).select(x)
         if kernel is not None:
-            return kernel(x, residual, *self._kernel_args())
-        return self.forward_add_native(x, residual)
+            return kernel(x, *self._kernel_args())
+        return self._norm_native(x)
 
 
-class _AddForm:
-    """Makes ``forward`` the residual-add form: ``forward(x, residual) -> (normed, residual)``."""
-
-    def forward_native(  # type: ignore[override]
-        self, x: torch.Tensor, residual: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.forward_add_native(x, residual)  # type: ignore[attr-defined]
-
-    def forward(  # type: ignore[override]
-        self, x: torch.Tensor, residual: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.forward_add(x, residual)  # type: ignore[attr-defined]
-
-
-class LayerNorm(_ResidualNorm):
+class LayerNorm(_LastAxisNorm):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis. x: (..., C).
 
     ``torch.nn.LayerNorm(C)``'s state_dict loads unchanged (``weight`` (C,), ``bias`` (C,));
@@ -105,7 +60,6 @@ class LayerNorm(_ResidualNorm):
     """
 
     op = "layer_norm"
-    add_op = "add_layer_norm"
 
     def __init__(
         self,
@@ -141,7 +95,7 @@ class LayerNorm(_ResidualNorm):
                 f"bias={self.bias is not None}")
 
 
-class RMSNorm(_ResidualNorm):
+class RMSNorm(_LastAxisNorm):
     """``weight * (x / sqrt(mean(x^2) + eps))`` over the last axis. x: (..., C).
 
     The statistics and the scaling run in fp32; the normalized value is cast back to the input
@@ -150,7 +104,6 @@ class RMSNorm(_ResidualNorm):
     """
 
     op = "rms_norm"
-    add_op = "add_rms_norm"
 
     def __init__(
         self,
@@ -174,16 +127,6 @@ class RMSNorm(_ResidualNorm):
 
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps}"
-
-
-class AddLayerNorm(_AddForm, LayerNorm):
-    """LayerNorm whose ``forward(x, residual)`` is the fused residual form
-    ``(norm(x + residual), x + residual)``; ``residual=None`` gives ``(norm(x), x)``."""
-
-
-class AddRMSNorm(_AddForm, RMSNorm):
-    """RMSNorm whose ``forward(x, residual)`` is the fused residual form
-    ``(norm(x + residual), x + residual)``; ``residual=None`` gives ``(norm(x), x)``."""
 
 
 class BiasNorm(nn.Module):

@@ -1,9 +1,8 @@
-"""Recurrent layers: LSTM and the Elman RNN (tanh or ReLU), with PyTorch's parameter names.
+"""The recurrent layer: LSTM, with PyTorch's parameter names.
 
-Parameters are named and shaped exactly as in nn.LSTM / nn.RNN (``weight_ih_l{k}``
-(G*H, in), ``weight_hh_l{k}`` (G*H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}`` (G*H,), with a
-``_reverse`` suffix for the backward direction; G = 4 for LSTM in gate order i, f, g, o, 1 for
-RNN), so their state_dicts load unchanged.
+Parameters are named and shaped exactly as in nn.LSTM (``weight_ih_l{k}`` (4H, in),
+``weight_hh_l{k}`` (4H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}`` (4H,), with a ``_reverse``
+suffix for the backward direction; gate order i, f, g, o), so its state_dict loads unchanged.
 
 The torch path is the recurrence written out step by step (one input GEMM per layer and
 direction, then a loop over time), deliberately not torch's fused cuDNN/_VF call: it is the
@@ -25,65 +24,63 @@ from torch import nn
 from oasr import ops
 from oasr.ops import gaps
 
-__all__ = ["LSTM", "RNN"]
+__all__ = ["LSTM"]
 
-_GATES = {"lstm": 4, "rnn_tanh": 1, "rnn_relu": 1}
+_GATES = 4  # i, f, g, o
 _KERNELS = "oasr.kernels.rnn_cuda"
 
 
-def _route(mode: str) -> ops.Route:
+def _route() -> ops.Route:
     # any CUDA dtype is in scope: recurrent detectors and predictors run fp32 on the GPU too
-    return ops.route(mode, gaps.RNN.id, scope=ops.CUDA, provider=_KERNELS)
+    return ops.route("lstm", gaps.RNN.id, scope=ops.CUDA, provider=_KERNELS)
 
 Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]
 
 
-def _cell(
-    mode: str, gates: torch.Tensor, c: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One step's nonlinearity. gates: (B, G*H) = x W_ih^T + b_ih + h W_hh^T + b_hh."""
-    if mode == "lstm":
-        i, f, g, o = gates.chunk(4, dim=-1)
-        assert c is not None
-        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        return torch.sigmoid(o) * torch.tanh(c_new), c_new
-    if mode == "rnn_tanh":
-        return torch.tanh(gates), None
-    return torch.relu(gates), None
+def _cell(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step's nonlinearity. gates: (B, 4H) = x W_ih^T + b_ih + h W_hh^T + b_hh."""
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c_new), c_new
 
 
 def _run_direction(
-    mode: str,
     x: torch.Tensor,
     weights: Weights,
     h: torch.Tensor,
-    c: torch.Tensor | None,
+    c: torch.Tensor,
     valid: torch.Tensor | None,
     reverse: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One layer, one direction. x: (B, T, in) -> out (B, T, H), final h (B, H), c (B, H)."""
     w_ih, w_hh, b_ih, b_hh = weights
-    xw = F.linear(x, w_ih, b_ih)  # (B, T, G*H): the input half of every step in one GEMM
+    xw = F.linear(x, w_ih, b_ih)  # (B, T, 4H): the input half of every step in one GEMM
     if b_hh is not None:
         xw = xw + b_hh
     t_len = x.shape[1]
     ys: list[torch.Tensor] = [h] * t_len
     for t in (reversed(range(t_len)) if reverse else range(t_len)):
-        h_new, c_new = _cell(mode, xw[:, t] + F.linear(h, w_hh), c)
+        h_new, c_new = _cell(xw[:, t] + F.linear(h, w_hh), c)
         if valid is None:
             h, c, ys[t] = h_new, c_new, h_new
         else:
             keep = valid[:, t, None]  # (B, 1): padded steps leave the state where it was
             h = torch.where(keep, h_new, h)
-            if c is not None:
-                c = torch.where(keep, c_new, c)
+            c = torch.where(keep, c_new, c)
             ys[t] = h_new.masked_fill(~keep, 0.0)
     out = torch.stack(ys, dim=1) if t_len else x.new_zeros(x.shape[0], 0, h.shape[-1])
     return out, h, c
 
 
-class _Recurrent(nn.Module):
-    mode = "lstm"
+class LSTM(nn.Module):
+    """Multi-layer, optionally bidirectional LSTM; nn.LSTM's parameters and return structure.
+
+    x: (B, T, in) (or (T, B, in) with ``batch_first=False``); ``hx = (h0, c0)``, each
+    (L*D, B, H); ``lengths`` (B,) int in [0, T]. Returns ``(output, (h_n, c_n))`` with output
+    (B, T, D*H), zero at padded steps, and h_n/c_n (L*D, B, H) ordered layer-major.
+    """
+
+    mode = "lstm"  # the kernel contract's mode argument
 
     def __init__(
         self,
@@ -106,7 +103,7 @@ class _Recurrent(nn.Module):
         self.batch_first = batch_first
         self.bidirectional = bidirectional
         self.num_directions = 2 if bidirectional else 1
-        g = _GATES[self.mode] * hidden_size
+        g = _GATES * hidden_size
         self._weight_names: list[tuple[str, str, str | None, str | None]] = []
         for layer in range(num_layers):
             in_size = input_size if layer == 0 else hidden_size * self.num_directions
@@ -135,26 +132,22 @@ class _Recurrent(nn.Module):
             for names in self._weight_names
         ]
 
-    def _initial(self, x: torch.Tensor, h0: torch.Tensor | None) -> torch.Tensor:
+    def _initial(self, x: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
         shape = (self.num_layers * self.num_directions, x.shape[0], self.hidden_size)
-        if h0 is None:
+        if state is None:
             return x.new_zeros(shape)
-        if tuple(h0.shape) != shape:
-            raise ValueError(f"initial state has shape {tuple(h0.shape)}, expected {shape}")
-        return h0
+        if tuple(state.shape) != shape:
+            raise ValueError(f"initial state has shape {tuple(state.shape)}, expected {shape}")
+        return state
 
     def _run(
         self,
         x: torch.Tensor,
-        h0: torch.Tensor | None,
-        c0: torch.Tensor | None,
+        h0: torch.Tensor,
+        c0: torch.Tensor,
         lengths: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Batch-first torch path. x: (B, T, in) -> (B, T, D*H), h_n and c_n (L*D, B, H)."""
-        if x.shape[-1] != self.input_size:
-            raise ValueError(f"input has {x.shape[-1]} features, expected {self.input_size}")
-        h0 = self._initial(x, h0)
-        c0 = self._initial(x, c0) if self.mode == "lstm" else None
         valid = None
         if lengths is not None:
             steps = torch.arange(x.shape[1], device=x.device)
@@ -167,43 +160,55 @@ class _Recurrent(nn.Module):
             outs = []
             for direction in range(self.num_directions):
                 idx = layer * self.num_directions + direction
-                out, h, c = _run_direction(
-                    self.mode, layer_in, weights[idx], h0[idx],
-                    None if c0 is None else c0[idx], valid, reverse=direction == 1,
-                )
+                out, h, c = _run_direction(layer_in, weights[idx], h0[idx], c0[idx], valid,
+                                           reverse=direction == 1)
                 outs.append(out)
                 h_n.append(h)
-                if c is not None:
-                    c_n.append(c)
+                c_n.append(c)
             layer_in = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
-        return layer_in, torch.stack(h_n), torch.stack(c_n) if c_n else None
+        return layer_in, torch.stack(h_n), torch.stack(c_n)
 
-    def _route(
+    def _forward(
         self,
         x: torch.Tensor,
-        h0: torch.Tensor | None,
-        c0: torch.Tensor | None,
+        hx: tuple[torch.Tensor, torch.Tensor] | None,
         lengths: torch.Tensor | None,
         native: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         if not self.batch_first:
             x = x.transpose(0, 1)
+        h0, c0 = (None, None) if hx is None else hx
         kernel = None
         if not native:
-            kernel = _route(self.mode).select(x, h0, c0, lengths, self.all_weights, self.mode,
-                                              self.num_directions)
+            kernel = _route().select(x, h0, c0, lengths, self.all_weights, self.mode,
+                                     self.num_directions)
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"input has {x.shape[-1]} features, expected {self.input_size}")
+        h0, c0 = self._initial(x, h0), self._initial(x, c0)
         if kernel is not None:
-            if x.shape[-1] != self.input_size:
-                raise ValueError(f"input has {x.shape[-1]} features, expected {self.input_size}")
-            h0 = self._initial(x, h0)
-            c0 = self._initial(x, c0) if self.mode == "lstm" else None
             y, h, c = kernel(x, h0, c0, lengths, self.all_weights, self.mode,
                              self.num_directions)
         else:
             y, h, c = self._run(x, h0, c0, lengths)
         if not self.batch_first:
             y = y.transpose(0, 1)
-        return y, h, c
+        return y, (h, c)
+
+    def forward_native(
+        self,
+        x: torch.Tensor,
+        hx: tuple[torch.Tensor, torch.Tensor] | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        return self._forward(x, hx, lengths, native=True)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        hx: tuple[torch.Tensor, torch.Tensor] | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        return self._forward(x, hx, lengths, native=False)
 
     def extra_repr(self) -> str:
         return (
@@ -211,79 +216,3 @@ class _Recurrent(nn.Module):
             f"bias={self.bias}, batch_first={self.batch_first}, "
             f"bidirectional={self.bidirectional}"
         )
-
-
-class LSTM(_Recurrent):
-    """Multi-layer, optionally bidirectional LSTM; nn.LSTM's parameters and return structure.
-
-    x: (B, T, in) (or (T, B, in) with ``batch_first=False``); ``hx = (h0, c0)``, each
-    (L*D, B, H); ``lengths`` (B,) int in [0, T]. Returns ``(output, (h_n, c_n))`` with output
-    (B, T, D*H), zero at padded steps, and h_n/c_n (L*D, B, H) ordered layer-major.
-    """
-
-    mode = "lstm"
-
-    def forward_native(
-        self,
-        x: torch.Tensor,
-        hx: tuple[torch.Tensor, torch.Tensor] | None = None,
-        lengths: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        h0, c0 = (None, None) if hx is None else hx
-        y, h, c = self._route(x, h0, c0, lengths, native=True)
-        assert c is not None
-        return y, (h, c)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        hx: tuple[torch.Tensor, torch.Tensor] | None = None,
-        lengths: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        h0, c0 = (None, None) if hx is None else hx
-        y, h, c = self._route(x, h0, c0, lengths, native=False)
-        assert c is not None
-        return y, (h, c)
-
-
-class RNN(_Recurrent):
-    """Multi-layer Elman RNN, ``h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``, act tanh or relu.
-
-    Shapes as :class:`LSTM` with ``hx = h0``; returns ``(output, h_n)`` as nn.RNN does.
-    """
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        nonlinearity: str = "tanh",
-        bias: bool = True,
-        batch_first: bool = True,
-        bidirectional: bool = False,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"unknown nonlinearity {nonlinearity!r}; valid: tanh, relu")
-        self.mode = f"rnn_{nonlinearity}"
-        self.nonlinearity = nonlinearity
-        super().__init__(
-            input_size, hidden_size, num_layers, bias, batch_first, bidirectional,
-            device=device, dtype=dtype,
-        )
-
-    def forward_native(
-        self, x: torch.Tensor, hx: torch.Tensor | None = None, lengths: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        y, h, _ = self._route(x, hx, None, lengths, native=True)
-        return y, h
-
-    def forward(
-        self, x: torch.Tensor, hx: torch.Tensor | None = None, lengths: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        y, h, _ = self._route(x, hx, None, lengths, native=False)
-        return y, h
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, nonlinearity={self.nonlinearity}"

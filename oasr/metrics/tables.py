@@ -5,14 +5,18 @@ The format is chosen by the file extension, never sniffed from content: ``.parqu
 tab-separated rows, no quoting), ``.txt`` (``oasr transcribe -f txt``'s layout: ``id<TAB>text`` a
 line, no header, ``ERROR: message`` as the text of an error row; columns ``id``, ``text``,
 ``error``). Ids are compared as strings, so an integer id in Parquet joins
-the same id written as text in a TSV.
+the same id written as text in a TSV. Text files are read in the encoding the caller names
+(UTF-8 by default, a byte-order mark skipped); a byte that is not of it is a ``TableError``
+naming the line and the byte. Parquet strings are UTF-8 by definition.
 
 Every error names the file and says what to change.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -96,24 +100,29 @@ def read_transcripts(
     text_column: str = "text",
     error_column: str | None = None,
     allow_null_text: bool = False,
+    encoding: str = "utf-8",
 ) -> Transcripts:
-    """Read ``id_column`` and ``text_column`` (and ``error_column`` when the file has it).
+    """Read ``id_column`` and ``text_column`` (and ``error_column`` when the file has it);
+    JSONL, TSV and text files in ``encoding`` (a Python codec name).
 
     A row whose error value is null or an empty string has no error. A null text is an error
     unless ``allow_null_text``, in which case it reads as the empty string.
 
     Raises:
-        TableError: the file is missing or unreadable, has duplicate or null ids, null text
-            (unless allowed) or text that is not a string.
+        TableError: the file is missing or unreadable, not in ``encoding``, has duplicate or
+            null ids, null text (unless allowed) or text that is not a string.
         MissingColumnError: the id or the text column is absent.
     """
     path = Path(path)
     fmt = table_format(path)
     if not path.is_file():
         raise TableError(f"{path}: no such file")
-    reader = {"parquet": _parquet_rows, "jsonl": _jsonl_rows, "tsv": _tsv_rows,
-              "txt": _txt_rows}[fmt]
-    columns, rows = reader(path, id_column, text_column, error_column)
+    if fmt == "parquet":
+        columns, rows = _parquet_rows(path, id_column, text_column, error_column)
+    else:
+        reader = {"jsonl": _jsonl_rows, "tsv": _tsv_rows, "txt": _txt_rows}[fmt]
+        columns, rows = reader(path, _read_text(path, encoding), id_column, text_column,
+                               error_column)
 
     texts: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -154,6 +163,31 @@ def read_transcripts(
 _Row = tuple[str, Any, Any, Any]  # (where, id, text, error)
 
 
+def _read_text(path: Path, encoding: str) -> str:
+    """The whole file decoded; a byte-order mark of UTF-8 dropped."""
+    try:
+        codec = codecs.lookup(encoding)
+    except LookupError:
+        raise TableError(f"unknown encoding {encoding!r}; pass a Python codec name such as "
+                         "utf-8, latin-1, cp1252 or utf-16") from None
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        from oasr.io.os_reason import reason
+
+        raise TableError(f"{path}: cannot be read ({reason(e, path)})") from None
+    name = "utf-8-sig" if codec.name == "utf-8" else codec.name
+    try:
+        return data.decode(name)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        byte = data[e.start:e.start + 1].hex()
+        raise TableError(
+            f"{path}: line {line} is not {codec.name} (byte 0x{byte} at offset {e.start}); "
+            f"pass --encoding with the file's encoding (e.g. --encoding latin-1 or cp1252)"
+        ) from None
+
+
 def _check_columns(path: Path, columns: list[str], id_column: str, text_column: str,
                    where: str = "") -> None:
     for column, role in ((id_column, "id"), (text_column, "text")):
@@ -169,7 +203,9 @@ def _parquet_rows(path: Path, id_column: str, text_column: str,
     try:
         schema = pq.read_schema(path)
     except (pa.ArrowException, OSError) as e:
-        raise TableError(f"{path}: not a readable Parquet file ({e})") from e
+        from oasr.io.os_reason import reason
+
+        raise TableError(f"{path}: not a readable Parquet file ({reason(e, path)})") from e
     columns = list(schema.names)
     _check_columns(path, columns, id_column, text_column)
     text_type = schema.field(text_column).type
@@ -195,11 +231,11 @@ def _parquet_rows(path: Path, id_column: str, text_column: str,
     return columns, rows()
 
 
-def _jsonl_rows(path: Path, id_column: str, text_column: str,
+def _jsonl_rows(path: Path, text: str, id_column: str, text_column: str,
                 error_column: str | None) -> tuple[list[str], Iterator[_Row]]:
     seen: list[str] = []
     rows: list[_Row] = []
-    with path.open(encoding="utf-8-sig") as f:
+    with io.StringIO(text, newline=None) as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -219,9 +255,9 @@ def _jsonl_rows(path: Path, id_column: str, text_column: str,
     return seen, iter(rows)
 
 
-def _tsv_rows(path: Path, id_column: str, text_column: str,
+def _tsv_rows(path: Path, text: str, id_column: str, text_column: str,
               error_column: str | None) -> tuple[list[str], Iterator[_Row]]:
-    with path.open(encoding="utf-8-sig", newline="") as f:
+    with io.StringIO(text, newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header: list[str] | None = None
         rows: list[_Row] = []
@@ -246,12 +282,12 @@ def _tsv_rows(path: Path, id_column: str, text_column: str,
     return header or [], iter(rows)
 
 
-def _txt_rows(path: Path, id_column: str, text_column: str,
+def _txt_rows(path: Path, text: str, id_column: str, text_column: str,
               error_column: str | None) -> tuple[list[str], Iterator[_Row]]:
     columns = ["id", "text", "error"]
     _check_columns(path, columns, id_column, text_column, "the txt layout id<TAB>text")
     rows: list[_Row] = []
-    with path.open(encoding="utf-8-sig") as f:
+    with io.StringIO(text, newline=None) as f:
         for number, line in enumerate(f, start=1):
             line = line.rstrip("\n").rstrip("\r")
             if not line.strip():

@@ -23,7 +23,7 @@ register_model("oasr.models.fastconformer:PARAKEET_RNNT", name="parakeet_rnnt")
 register_model("oasr.models.fastconformer:PARAKEET_TDT", name="parakeet_tdt")
 register_model("oasr.models.zipformer:ZIPFORMER", name="zipformer")
 register_model("oasr.models.nemotron_streaming:NEMOTRON_STREAMING", name="nemotron_streaming")
-# paraformer (issue 20)
+# Paraformer (non-autoregressive: CIF predictor + one-pass decoder).
 register_model("oasr.models.paraformer:PARAFORMER", name="paraformer")
 
 _CONTRACT = ("BaseAsrModel", "BaseDecoder", "BaseEncoder", "Joiner", "TransducerPredictor")

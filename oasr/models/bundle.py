@@ -261,7 +261,8 @@ def write_bundle(
             "architecture": architecture,
             "model_config_class": model_config_class,
             "model_config": _config_dict(model_config),
-            "feature_config": dataclasses.asdict(feature_config),
+            # every option written out: later default changes never move a bundle's features
+            "feature_config": dataclasses.asdict(feature_config.complete()),
             "tokenizer_spec": dataclasses.asdict(tokenizer_spec),
             "decoding_defaults": decoding_defaults,
             "quantization": quantization,

@@ -79,6 +79,8 @@ class LoadReport:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     mismatched: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    # What the conversion assumed or chose that the checkpoint did not say (printed).
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -135,6 +137,7 @@ class LoadReport:
             reasons[why] = reasons.get(why, 0) + 1
         lines = [head] + [f"  dropped {n} x {why}" for why, n in sorted(reasons.items())]
         lines += [f"  missing {k}" for k in self.missing]
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -302,6 +305,16 @@ class BaseCheckpointConverter:
     def build_feature_config(self, config: Any) -> FeatureConfig:
         raise NotImplementedError(f"{type(self).__name__} does not declare a feature frontend")
 
+    def tokenizer_root(self, path: Path) -> Path:
+        """The folder ``build_tokenizer_spec``'s file names are relative to: ``path`` unless
+        the format keeps its tokenizer elsewhere (icefall: ``data/lang_*`` beside ``exp/``)."""
+        return Path(path)
+
+    def conversion_notes(self, path: Path, config: Any) -> list[str]:
+        """What the conversion assumed that the checkpoint did not say (the report prints
+        them); none by default."""
+        return []
+
     # -- provided ----------------------------------------------------------------------------
     def load_checked(self, path: Path, config: Any) -> tuple[dict[str, torch.Tensor], LoadReport]:
         """Map the weights and build the report; raises if any key is refused."""
@@ -351,12 +364,13 @@ class BaseCheckpointConverter:
             state_dict=tensors,
             feature_config=self.build_feature_config(config),
             tokenizer_spec=self.build_tokenizer_spec(src),
-            tokenizer_src=src,
+            tokenizer_src=self.tokenizer_root(src),
             decoding_defaults=self.build_decoding_defaults(config, src),
             source=source_label or str(src),
             source_format=self.source_format,
             overwrite=overwrite,
         )
+        report.notes += self.conversion_notes(src, config)
         return report
 
     def __repr__(self) -> str:

@@ -69,7 +69,9 @@ class ModelEntry:
     """One architecture: its model class, its converters and its modes.
 
     ``model_cls`` and each converter may be a ``"module:attr"`` string, imported on first use.
-    What it decodes is the model class's ``decode_families`` (declared once, there).
+    What it decodes is the model class's ``decode_families``; ``families`` repeats them as data
+    so listing the registry (``oasr models``) imports no model and no torch. The class stays
+    the authority: ``load_model_cls`` refuses a class whose families differ from the entry's.
     """
 
     name: str
@@ -78,20 +80,29 @@ class ModelEntry:
     modes: tuple[str, ...] = ("offline",)
     description: str = ""
     source_formats: tuple[str, ...] = field(default=())
+    families: tuple[str, ...] = ()  # empty: read from the model class (imports it)
 
     def load_model_cls(self) -> type:
-        """The model class (imported on first use); it must subclass ``BaseAsrModel``."""
+        """The model class (imported on first use); it must subclass ``BaseAsrModel`` and
+        declare the entry's ``families`` when the entry lists them."""
         from oasr.models.base import BaseAsrModel
 
         cls = _resolve(self.model_cls)
         if not (isinstance(cls, type) and issubclass(cls, BaseAsrModel)):
             raise TypeError(f"architecture {self.name!r}: {cls!r} is not a BaseAsrModel "
                             "subclass; derive the model from oasr.models.BaseAsrModel")
+        if self.families and tuple(cls.decode_families) != tuple(self.families):
+            raise TypeError(f"architecture {self.name!r}: the entry lists decode families "
+                            f"{self.families} but {cls.__name__} declares "
+                            f"{cls.decode_families}; make the two agree")
         return cls
 
     @property
     def decode_families(self) -> tuple[str, ...]:
-        """The families the model class declares (imports it), the first being the default."""
+        """The families it decodes, the first being the default: the entry's ``families``
+        without importing anything, else the model class's (imports it)."""
+        if self.families:
+            return tuple(self.families)
         return self.load_model_cls().decode_families
 
     def load_converters(self) -> list[CheckpointConverter]:

@@ -20,23 +20,32 @@ A caller holds a ``Route`` (``route(op, gap=...)``, one object per op) and asks 
 static part (backend, the registered kernel, whether its library can be built) is resolved once
 per route and re-resolved only after ``set_backend`` or a new registration; per call only the
 scope (``x.is_cuda``, ``x.dtype``) and the kernel's own ``supports`` / ``prefer`` are read.
+
+A kernel may be declared by ``"module:attr"`` strings (``oasr.kernels`` declares the in-tree
+ones so): they are imported when a route first serves a call, so listing what is registered
+(``oasr gaps``) imports no binding and no torch. This module imports torch only when a route
+resolves for a call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from oasr import envs
 from oasr.ops import counting
 from oasr.ops.build import BuildSpec, buildable
 from oasr.ops.gaps import CUDA_TOOLCHAIN, KERNEL_GAPS, require_gap
+from oasr.registry import import_target
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger("oasr.ops")
 
@@ -46,7 +55,13 @@ __all__ = ["CUDA", "CUDA_HALF", "Kernel", "Route", "backend", "register_kernel",
 CUDA_HALF = "cuda-half"  # the layers: CUDA fp16/bf16 is in scope
 CUDA = "cuda"  # the frontends, the CTC search: any CUDA tensor is in scope
 _SCOPES = (CUDA_HALF, CUDA)
-_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+@lru_cache(maxsize=1)
+def _half_dtypes() -> tuple[torch.dtype, ...]:
+    import torch
+
+    return (torch.float16, torch.bfloat16)
 
 
 @dataclass(frozen=True)
@@ -59,15 +74,23 @@ class Kernel:
     whether the kernel can serve the call at all (else the route's gap); ``prefer(*call)``
     whether it *should* (``False``: measured slower, counted as policy). ``library`` is the
     build spec of the library ``fn`` runs (its unavailability is the gap ``cuda-toolchain``).
+    Each of ``fn``, ``native``, ``supports``, ``prefer`` may be a lazy ``"module:attr"``
+    string; ``load()`` returns the kernel with every one imported.
     """
 
     op: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | str
     source: str
-    native: Callable[..., Any] | None = None
+    native: Callable[..., Any] | str | None = None
     library: BuildSpec | None = None
-    supports: Callable[..., bool] | None = None
-    prefer: Callable[..., bool] | None = None
+    supports: Callable[..., bool] | str | None = None
+    prefer: Callable[..., bool] | str | None = None
+
+    def load(self) -> Kernel:
+        """This kernel with its lazy members imported (itself when none is lazy)."""
+        lazy = {name: import_target(value) for name in ("fn", "native", "supports", "prefer")
+                if isinstance(value := getattr(self, name), str)}
+        return dataclasses.replace(self, **lazy) if lazy else self
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -116,7 +139,7 @@ class _Static:
 
     generation: int
     torch_backend: bool
-    kernel: Kernel | None
+    kernel: Kernel | None  # loaded (callable members) once a call resolved the route
     buildable: bool
 
 
@@ -137,31 +160,40 @@ class Route:
             raise ValueError(f"unknown scope {scope!r}; valid: {', '.join(_SCOPES)}")
         self.op, self.gap, self.scope, self.provider = op, gap, scope, provider
         self._static = _Static(-1, False, None, False)
+        self._half: tuple[torch.dtype, ...] = ()  # set when the route first resolves for a call
         self._out_of_scope: dict[tuple[bool, torch.dtype], tuple[str, str]] = {}
         self._keys = {case: (case, op) for case in ("kernel", "policy", "torch_backend")}
         self._gap_key = ("gap", gap)
         self._toolchain_key = ("gap", CUDA_TOOLCHAIN.id)
 
-    def resolve(self) -> _Static:
-        """The static part of the decision, cached until the next ``set_backend`` /
-        registration."""
-        st = self._static
-        if st.generation == _GENERATION[0]:
-            return st
+    def _decide(self) -> _Static:
+        """The static part of the decision, its kernel as declared (lazy members unloaded)."""
         generation = _GENERATION[0]
         if self.provider is not None and self.op not in _KERNELS:
             importlib.import_module(self.provider)
             generation = _GENERATION[0]
         kernel = _KERNELS.get(self.op)
         ok = kernel is not None and (kernel.library is None or buildable(kernel.library))
-        st = _Static(generation, backend() == "torch", kernel, ok)
+        return _Static(generation, backend() == "torch", kernel, ok)
+
+    def resolve(self) -> _Static:
+        """The static part of the decision with the kernel loaded to serve calls, cached until
+        the next ``set_backend`` / registration."""
+        st = self._static
+        if st.generation == _GENERATION[0]:
+            return st
+        st = self._decide()
+        if st.kernel is not None and not st.torch_backend:
+            st = dataclasses.replace(st, kernel=st.kernel.load())
+        self._half = _half_dtypes()
         self._static = st
         return st
 
     def static_case(self) -> str:
         """What an in-scope call the kernel supports would get, without a call: ``kernel``,
-        ``torch_backend``, ``gap:<id>`` (no kernel, or its library unbuildable)."""
-        st = self.resolve()
+        ``torch_backend``, ``gap:<id>`` (no kernel, or its library unbuildable). Loads no
+        lazy kernel member (imports no binding)."""
+        st = self._static if self._static.generation == _GENERATION[0] else self._decide()
         if st.torch_backend:
             return "torch_backend"
         if st.kernel is None:
@@ -171,7 +203,7 @@ class Route:
     def _scope_key(self, x: Any) -> tuple[str, str] | None:
         """``None`` when ``x`` is in scope, else its ``out_of_scope`` counter key."""
         cuda = x.is_cuda
-        if cuda and (self.scope == CUDA or x.dtype in _HALF_DTYPES):
+        if cuda and (self.scope == CUDA or x.dtype in self._half):
             return None
         slot = (cuda, x.dtype)
         key = self._out_of_scope.get(slot)

@@ -88,8 +88,8 @@ AVG_POOL1D = declare_gap(KernelGap(
 ))
 RNN = declare_gap(KernelGap(
     "rnn",
-    "no fused recurrent kernel: LSTM/RNN run a per-step torch formula loop",
-    "a fused persistent LSTM/RNN inference kernel, routed by oasr.layers.rnn",
+    "no fused recurrent kernel: LSTM runs a per-step torch formula loop",
+    "a fused persistent LSTM inference kernel, routed by oasr.layers.rnn",
 ))
 ROTARY = declare_gap(KernelGap(
     "rotary",
@@ -103,8 +103,8 @@ EMBEDDING = declare_gap(KernelGap(
 ))
 ACTIVATION = declare_gap(KernelGap(
     "activation",
-    "no fused activation kernels: Gelu/Relu/Sigmoid/Tanh/Swish/SwooshL/SwooshR/Glu run torch "
-    "elementwise ops",
+    "no fused activation kernels: Gelu/Relu/Sigmoid/Tanh/Swish/SwooshL/SwooshR and glu run "
+    "torch elementwise ops",
     "elementwise activation kernels, routed by oasr.layers.activation",
 ))
 BMM = declare_gap(KernelGap(

@@ -64,6 +64,8 @@ class SymbolTableTokenizer(Tokenizer):
         units: id -> unit. Ids need not be contiguous; ``vocab_size`` is the largest id + 1 and
             an id without a unit is refused.
         special_units: units rendered as "", on top of ``DEFAULT_SPECIAL_UNITS``.
+        literal_units: units of ``DEFAULT_SPECIAL_UNITS`` rendered as themselves instead (k2 /
+            icefall's ``tokens.txt`` decoding prints ``<unk>``).
 
     ``decode_incremental``'s state is a bool: whether text has been rendered yet (``None`` at
     the start of a stream).
@@ -71,14 +73,18 @@ class SymbolTableTokenizer(Tokenizer):
 
     kind = "symbol_table"
     FILE_ROLES = ("units",)
-    OPTIONS = ("special_units",)
+    OPTIONS = ("special_units", "literal_units")
 
-    def __init__(self, units: Mapping[int, str], *, special_units: Sequence[str] = ()) -> None:
-        if isinstance(special_units, str):
-            raise TypeError("special_units is a list of units, not one string")
+    def __init__(self, units: Mapping[int, str], *, special_units: Sequence[str] = (),
+                 literal_units: Sequence[str] = ()) -> None:
+        for name, value in (("special_units", special_units), ("literal_units", literal_units)):
+            if isinstance(value, str):
+                raise TypeError(f"{name} is a list of units, not one string")
         self._units = dict(units)
         self._ids = {unit: token_id for token_id, unit in self._units.items()}
-        self._special = frozenset(DEFAULT_SPECIAL_UNITS) | frozenset(special_units)
+        # literal_units: special units that render as themselves (icefall prints "<unk>")
+        self._special = ((frozenset(DEFAULT_SPECIAL_UNITS) | frozenset(special_units))
+                         - frozenset(literal_units))
         self._vocab_size = max(self._units) + 1
         # What each unit renders as inside the text ("" for a special unit).
         self._render = {

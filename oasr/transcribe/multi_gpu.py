@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FAKE_ENV = "OASR_GPUS_FAKE"
-EVENTS_ENV = "OASR_WORKER_EVENTS"
+from oasr import envs
+
+FAKE_ENV = envs.OASR_GPUS_FAKE.name
+EVENTS_ENV = envs.OASR_WORKER_EVENTS.name
 
 
 @dataclass
@@ -47,7 +49,7 @@ def parse_gpus(text: str, visible: int | None = None) -> list[str]:
     """``all``, a count ``N`` or a list ``0,1`` -> device ids (strings for CUDA_VISIBLE_DEVICES).
 
     ``visible`` is the number of devices present (``torch.cuda.device_count()`` by default)."""
-    fake = os.environ.get(FAKE_ENV) == "cpu"
+    fake = envs.gpus_fake_cpu()
     text = text.strip()
     if "," in text:
         ids = [t.strip() for t in text.split(",") if t.strip()]
@@ -106,7 +108,7 @@ def _worker_argv(argv: list[str], output: str, shard: int, n: int, fake: bool) -
 
 def events_on() -> bool:
     """Whether this process is a ``--gpus`` worker that reports to its parent."""
-    return os.environ.get(EVENTS_ENV) == "1"
+    return envs.worker_events()
 
 
 def emit(event: str, **body: Any) -> None:
@@ -164,7 +166,7 @@ def launch(argv: list[str], output: str, gpus: str, echo: Callable[..., Any] = p
     if output == "-":
         raise ValueError("--gpus writes files: give -o a file or folder, not '-'")
     devices = parse_gpus(gpus)
-    fake = os.environ.get(FAKE_ENV) == "cpu"
+    fake = envs.gpus_fake_cpu()
     n = len(devices)
     events: queue.Queue = queue.Queue()
     procs = []

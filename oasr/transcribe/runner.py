@@ -250,8 +250,7 @@ class Transcriber:
     def _start(self, row: ManifestRow) -> None:
         if row.error:
             # Name the manifest line, as decode errors do, unless the reader already did.
-            message = (row.error if row.error.startswith(row.source)
-                       else f"{row.source}: {row.error}")
+            message = row.located(row.error)
             self.ready.append((error_row(row, message), row.text))
             return
         chunks = self._prefetch.take(row) if self._prefetch is not None else None
@@ -298,7 +297,7 @@ class Transcriber:
                 audio = state.reader.window(seek, self.window)
                 more = state.reader.has_more(seek + len(audio))
             except AudioDecodeError as exc:
-                self._fail(state, f"{row.source}: {exc}")
+                self._fail(state, row.located(str(exc)))
                 return
             if not len(audio):
                 if seek == 0:
@@ -339,7 +338,7 @@ class Transcriber:
         if state is None:
             return
         if out.error:
-            self._fail(state, f"{state.row.source}: {out.error}")
+            self._fail(state, state.row.located(out.error))
             return
         fallback = self.options.fallback
         if fallback is not None and fallback.retry(out, state.attempt):

@@ -162,7 +162,7 @@ class VadTranscriber(Transcriber):
                     pieces = list(iter_audio_chunks(row.audio, self.sr, chunk_seconds=60.0,
                                                     offset=row.offset, duration=row.duration))
                 except AudioDecodeError as exc:
-                    self.prepared[row.id] = f"{row.source}: {exc}"
+                    self.prepared[row.id] = row.located(str(exc))
                     continue
                 audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
                 if not len(audio):
@@ -237,7 +237,7 @@ class VadTranscriber(Transcriber):
         if state is None:
             return
         if out.error:
-            self._fail_vad(state, f"{state.row.source}: {out.error}")
+            self._fail_vad(state, state.row.located(out.error))
             return
         state.outs[int(out.metadata["window"])] = out
         if len(state.outs) == len(state.chunks):

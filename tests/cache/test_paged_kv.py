@@ -291,7 +291,7 @@ def test_resolve_kv_storage(requested, cuda, greedy, graphs, want):
 
 
 def test_paged_named_with_beam_search_is_refused():
-    # Before: it silently became dense.
+    # Refused, never quietly served dense.
     with pytest.raises(ValueError, match="kv_storage='paged' cannot serve beam search"):
         resolve_kv_storage("paged", cuda=True, greedy=False, graphs=False)
 

@@ -134,3 +134,66 @@ def test_ctrl_c_flushes_the_last_final(recording, tmp_path, monkeypatch) -> None
     words = [w["word"] for row in rows for w in row["words"]]
     heard = [s[0] for s in script if s[2] <= 5.0]
     assert words == heard and rows[-1]["endpoint_rule"] is None  # the flushed last final
+
+
+# ----------------------------------------------------------------------------- faults
+
+
+def test_unreadable_files_are_one_line_each_and_the_others_stream_on(recording, tmp_path):
+    from tests.helpers.audio_mutations import encode, wav_cases
+
+    path, script = recording
+    crafted = tmp_path / "crafted.wav"
+    crafted.write_bytes(dict(wav_cases("w", encode("WAV", "PCM_16")))["w byte 20 = 0"])
+    junk = tmp_path / "junk.flac"
+    junk.write_bytes(b"not audio at all" * 40)
+    missing = tmp_path / "missing.wav"
+    out = tmp_path / "finals.jsonl"
+    result = CliRunner().invoke(app, ["stream", str(crafted), str(path), str(junk),
+                                      str(missing), str(path), "--vad", "energy", "-o",
+                                      str(out)])
+    assert result.exit_code == 1, result.output
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 3, result.stderr
+    for bad, line in zip((crafted, junk, missing), errors, strict=True):
+        assert line.startswith(f"error: {bad}: ") and line.count(str(bad)) == 1, line
+    assert "Traceback" not in result.output
+    assert (f"3 of 5 files could not be read: {crafted}, {junk}, {missing}"
+            in result.stderr)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 6 and {r["source"] for r in rows} == {str(path)}  # both good files
+
+
+def test_a_rerun_appends_to_earlier_finals(recording, tmp_path):
+    path, _ = recording
+    out = tmp_path / "finals.jsonl"
+    args = ["stream", str(path), "--vad", "energy", "-o", str(out)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    first = out.read_text().splitlines()
+    with open(out, "a", encoding="utf-8") as f:
+        f.write('{"source": "torn by a ki')  # a kill mid-line
+    assert CliRunner().invoke(app, args).exit_code == 0
+    lines = out.read_text().splitlines()
+    assert lines == first + first  # earlier finals kept, the torn line dropped
+
+
+def test_an_output_we_did_not_write_is_refused_before_the_model_loads(recording, tmp_path,
+                                                                      monkeypatch):
+    import os
+
+    path, _ = recording
+
+    def no_engine(config):
+        raise AssertionError("the engine was built")
+
+    monkeypatch.setattr("oasr.engine.engine.ASREngine", no_engine)
+    theirs = tmp_path / "notes.jsonl"
+    theirs.write_text('{"mine": 1}\n')
+    fifo = tmp_path / "fifo.parquet"
+    os.mkfifo(fifo)
+    for target, says in ((theirs, "notes.jsonl exists and is not an oasr output"),
+                         (fifo, "is a FIFO")):
+        r = CliRunner().invoke(app, ["stream", str(path), "--vad", "energy", "-o", str(target)])
+        assert r.exit_code == 2, r.output
+        assert says in " ".join(r.stderr.split()) and "Traceback" not in r.output
+    assert theirs.read_text() == '{"mine": 1}\n'

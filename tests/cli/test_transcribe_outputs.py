@@ -112,3 +112,69 @@ def test_nemo_manifest_round_trips_and_wer_joins_on_audio_filepath(bundle, tmp_p
     assert report["utterances"] == 2 and report["ref_words"] == 6
     # Joined: each hypothesis word met its reference (unjoined, all 6 would be deletions).
     assert report["hits"] + report["substitutions"] >= 1
+
+
+# ----------------------------------------------------------------------------- -o targets
+
+
+def refused_before_the_model(tmp_path: Path, out: Path, *inputs: object) -> str:
+    """Run with a model that does not exist: a refusal of -o that names it proves the output
+    was checked before any model was loaded. Returns the one-line message."""
+    res = runner.invoke(app, ["transcribe", *map(str, inputs or (clip(SHORT[0]),)), "-o",
+                              str(out), "--model", str(tmp_path / "no-such-model"),
+                              "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.output.strip().splitlines()
+    message = " ".join(res.output.split())
+    assert "no-such-model" not in message and "Traceback" not in res.output, res.output
+    assert lines and lines[0].startswith("error:"), res.output
+    return message
+
+
+def test_a_fifo_or_a_device_at_o_is_refused_and_left_alone(tmp_path):
+    import os
+    import stat
+
+    from tests.io.test_output_target import char_device
+
+    fifo = tmp_path / "out.parquet"
+    os.mkfifo(fifo)
+    assert "is a FIFO" in refused_before_the_model(tmp_path, fifo)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    device = char_device(tmp_path)
+    before = os.stat(device)
+    assert "is a character device" in refused_before_the_model(tmp_path, device)
+    after = os.stat(device)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+    assert after.st_ino == before.st_ino
+
+
+def test_files_we_did_not_write_are_refused_before_the_model_loads(tmp_path):
+    manifest = tmp_path / "m.parquet"
+    pq.write_table(__import__("pyarrow").table({"id": ["a"], "audio": [str(clip(SHORT[0]))]}),
+                   manifest)
+    before = manifest.read_bytes()
+    assert "is one of the inputs" in refused_before_the_model(tmp_path, manifest, manifest)
+    other = tmp_path / "other.parquet"
+    other.write_bytes(before)
+    assert "other.parquet exists and is not an oasr output" in refused_before_the_model(
+        tmp_path, other, manifest)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my own notes\n")
+    assert "notes.txt exists and is not an oasr output" in refused_before_the_model(
+        tmp_path, notes)
+    assert manifest.read_bytes() == before == other.read_bytes()
+    assert notes.read_text() == "my own notes\n"
+
+
+def test_overwrite_replaces_our_own_output_and_resume_adds_to_it(bundle, tmp_path):
+    out = tmp_path / "o.txt"
+    assert run(bundle, clip(SHORT[0]), "-o", out).exit_code == 0
+    assert (tmp_path / "o.txt.oasr.json").is_file()
+    res = run(bundle, clip(SHORT[1]), "-o", out)  # resume: adds the new row
+    assert res.exit_code == 0, res.output
+    assert sorted(line.split("\t")[0] for line in out.read_text().splitlines()) == sorted(SHORT)
+    res = run(bundle, clip(SHORT[1]), "-o", out, "--overwrite")
+    assert res.exit_code == 0, res.output
+    assert [line.split("\t")[0] for line in out.read_text().splitlines()] == [SHORT[1]]

@@ -230,3 +230,50 @@ def test_registered_in_the_oasr_app(files):
     assert json.loads(res.stdout)["wer"] == pytest.approx(2 / 8)
     help_res = runner.invoke(app, ["wer", "--help"])
     assert help_res.exit_code == 0 and "--gate" in help_res.stdout
+
+
+# ----------------------------------------------------------------------------- encodings
+
+
+@pytest.fixture
+def accented(tmp_path):
+    """A UTF-8 reference and the same text as a Latin-1 hypothesis (é is one byte, 0xe9)."""
+    ref = tmp_path / "ref.tsv"
+    ref.write_text("id\ttext\nu1\tle café est noir\nu2\tdéjà vu\n", encoding="utf-8")
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_bytes("u1\tle café est noir\nu2\tdéjà vu\n".encode("latin-1"))
+    return ref, hyp
+
+
+def test_a_file_not_in_the_encoding_is_one_line_naming_the_byte_and_the_flag(accented):
+    ref, hyp = accented
+    res = run(ref, hyp, "--normalizer", "none")
+    assert res.exit_code == 2
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.output.strip().splitlines()
+    assert lines == [f"error: HYP {hyp}: line 1 is not utf-8 (byte 0xe9 at offset 9); pass "
+                     "--encoding with the file's encoding (e.g. --encoding latin-1 or cp1252)"]
+
+
+def test_encoding_reads_latin1_and_utf16(accented, tmp_path):
+    ref, hyp = accented
+    res = run(ref, hyp, "--normalizer", "none", "--encoding", "latin-1", "--json")
+    # The UTF-8 reference read as Latin-1 would not match: --encoding applies to both files.
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["wer"] > 0
+    ref16 = tmp_path / "ref16.tsv"
+    ref16.write_text(ref.read_text(encoding="utf-8"), encoding="utf-16")  # with a BOM
+    hyp16 = tmp_path / "hyp16.txt"
+    hyp16.write_text(hyp.read_text(encoding="latin-1"), encoding="utf-16")
+    res = run(ref16, hyp16, "--encoding", "utf-16", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["wer"] == 0.0
+
+
+def test_an_unknown_encoding_is_refused_in_one_line(accented):
+    ref, hyp = accented
+    res = run(ref, hyp, "--encoding", "klingon")
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        "error: REF unknown encoding 'klingon'; pass a Python codec name such as utf-8, "
+        "latin-1, cp1252 or utf-16"]

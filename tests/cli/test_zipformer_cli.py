@@ -79,3 +79,33 @@ def test_convert_then_transcribe_ctc_greedy_and_beam(icefall_dir, tmp_path):
     assert result.exit_code == 2, result.output
     assert "takes no prompt" in " ".join(result.output.split())
     assert not (tmp_path / "c.jsonl").exists()
+
+
+ICEFALL = Path(__file__).resolve().parents[1] / "fixtures" / "icefall_zipformer"
+
+
+def test_convert_a_checkpoint_file_prints_what_it_assumed(tmp_path):
+    src = ICEFALL / "causal_export_params"
+    result = runner.invoke(app, ["convert", str(src / "exp" / "pretrained.pt"),
+                                 str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "format: icefall (architecture zipformer)" in out
+    assert f"note: checkpoint {src / 'exp' / 'pretrained.pt'}" in out
+    assert "note: decode_chunk_size=16 (no chunk_size in the checkpoint" in out
+    assert "set it with --params" in out
+
+
+def test_convert_refuses_flags_that_do_not_fit(tmp_path):
+    src = ICEFALL / "causal_export_params"
+    args = ["convert", str(src / "exp" / "pretrained.pt"), str(tmp_path / "a"),
+            "--checkpoint-name", "epoch-1.pt"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "names another" in result.output
+    result = runner.invoke(app, ["convert", str(src), str(tmp_path / "b"), "--params",
+                                 str(tmp_path / "absent.json")])
+    assert result.exit_code == 2 and "absent.json does not exist" in result.output
+    wenet = Path(__file__).resolve().parents[1] / "fixtures" / "wenet_tiny" / "u2pp_conv2d4"
+    result = runner.invoke(app, ["convert", str(wenet), str(tmp_path / "c"), "--params",
+                                 str(src / "train_args.json")])
+    assert result.exit_code == 2 and "takes no params file" in result.output

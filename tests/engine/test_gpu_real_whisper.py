@@ -10,13 +10,13 @@ reproduces on all 70 (tests/ci/test_wer_gate.py).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from oasr import envs
 from tests.helpers.data import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _clips() -> list[tuple[str, np.ndarray]]:
-    npz = os.environ.get("OASR_TEST_AUDIO_NPZ")
+    npz = envs.audio_npz_under_test()
     if npz:
         data = np.load(npz)
         out, pos = [], 0
@@ -51,7 +51,8 @@ def test_fp16_graphs_transcripts_equal_the_cpu_path(eos_check_interval):
     from oasr.models.loader import load_pretrained
 
     try:
-        lm = load_pretrained(os.environ.get("OASR_TEST_BUNDLE") or None)
+        bundle = envs.bundle_under_test()
+        lm = load_pretrained(None if bundle is None else str(bundle))
     except (ImportError, ValueError, FileNotFoundError) as exc:
         pytest.skip(f"no tiny.en here: {exc}")
     clips = _clips()

@@ -1,4 +1,4 @@
-"""Per-family options: defaults -> legacy -> overrides, typed from annotations."""
+"""Per-family options: defaults -> overrides, typed from annotations."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from oasr.engine.step_budget import StepBudget
 
 @dataclass
 class FooOptions:
-    beam_size: int = option(4, legacy="foo_beam_size", doc="Beam width.")
+    beam_size: int = option(4, doc="Beam width.")
     nbest: Optional[int] = option(None, doc="N-best.")
     weight: float = option(0.5, doc="A weight.")
     fused: bool = option(True, doc="Use the fused path.")
@@ -25,15 +25,10 @@ class FooOptions:
             raise ValueError("beam_size must be >= 1")
 
 
-class LegacyConfig:
-    foo_beam_size = 8
-
-
 def test_resolution_order_and_typing():
     assert resolve_options(FooOptions).beam_size == 4
-    assert resolve_options(FooOptions, legacy_source=LegacyConfig()).beam_size == 8
     opts = resolve_options(FooOptions, {"beam_size": "2", "nbest": "4", "weight": "0.25",
-                                        "fused": "false", "heads": "3,5"}, LegacyConfig())
+                                        "fused": "false", "heads": "3,5"})
     assert opts.beam_size == 2 and opts.nbest == 4 and isinstance(opts.nbest, int)
     assert opts.weight == 0.25 and opts.fused is False and opts.heads == (3, 5)
     assert resolve_options(FooOptions, {"nbest": "none"}).nbest is None
@@ -58,7 +53,7 @@ def test_bad_values_and_validate():
     ("fused", 1), ("heads", (1, 2.5)), ("heads", 3), ("nbest", 2.0),
 ])
 def test_non_string_values_are_type_checked(key, value):
-    # Before: a Python value passed through unchecked, so beam_size=4.7 built.
+    # A Python value is checked against the annotation as a string is.
     with pytest.raises(ValueError, match=f"decode option {key}=.*expected"):
         resolve_options(FooOptions, {key: value})
 
@@ -68,14 +63,6 @@ def test_non_string_values_of_the_right_type_pass():
                                         "heads": [4], "nbest": None})
     assert opts.beam_size == 3 and opts.weight == 1.0 and isinstance(opts.weight, float)
     assert opts.fused is False and opts.heads == (4,) and opts.nbest is None
-
-
-def test_legacy_values_are_type_checked():
-    class BadLegacy:
-        foo_beam_size = 2.5
-
-    with pytest.raises(ValueError, match="beam_size=2.5"):
-        resolve_options(FooOptions, legacy_source=BadLegacy())
 
 
 def test_family_without_options_refuses_overrides():

@@ -149,6 +149,38 @@ def test_random_audio_odd_lengths(scale: float) -> None:
     assert worst < 1e-3
 
 
+@pytest.mark.parametrize("kind", ["fbank", "mfcc"])
+def test_without_snip_edges_matches_knf(speech, kind: str) -> None:
+    """lhotse / kaldifeat / icefall framing: frames centred on k * hop + hop / 2, each row
+    reflected at its own ends (twice over for rows shorter than the reflected span)."""
+    waves = [speech[2][:9_001], *[w for w in _noise() if len(w) > 0],
+             *_noise_lengths([80, 119, 120, 199, 279, 280])]
+    x, lengths = _batch(waves, fill=3.0)
+    params = {"snip_edges": False, "high_freq": -400.0}
+    fn = fbank if kind == "fbank" else mfcc
+    feats, lens = fn(x, lengths, FeatureConfig(kind, num_mel_bins=40, params=params))
+    refs = [_knf(w, kind, 40, frame_opts={"snip_edges": False}, mel_opts={"high_freq": -400.0})
+            for w in waves]
+    assert [r.shape[0] for r in refs] == [(len(w) + 80) // 160 for w in waves]
+    dim = 40 if kind == "fbank" else 13
+    worst = max(float(d.max()) for d in _check_rows(feats, lens, waves, refs, dim))
+    print(f"\n{kind} snip_edges=False: max |ours - knf| = {worst:.3g}")
+    assert worst < (2e-3 if kind == "fbank" else 2e-2)  # as on speech with snip_edges
+
+
+def _noise_lengths(lengths: list[int]) -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    return [(rng.standard_normal(n) * 0.1).astype(np.float32) for n in lengths]
+
+
+def test_frame_counts_without_snip_edges() -> None:
+    lengths = torch.tensor([0, 1, 79, 80, 239, 240, 16000, 16079, 16080])
+    config = FeatureConfig("fbank", params={"snip_edges": False})
+    _, lens = fbank(torch.randn(len(lengths), 16080) * 0.1, lengths, config)
+    assert lens.tolist() == [(n + 80) // 160 for n in lengths.tolist()]
+    assert kaldi_framing(config).prefill == 120  # frame 0 starts 120 samples before sample 0
+
+
 @pytest.mark.parametrize(
     ("params", "knf_frame", "knf_mel", "knf_opts"),
     [
@@ -292,6 +324,7 @@ def test_registered_specs_and_defaults() -> None:
         assert spec_defaults["energy_floor"] == opts.energy_floor
         assert spec_defaults["raw_energy"] == opts.raw_energy
         assert spec_defaults["dither"] == 0.0
+        assert spec_defaults["snip_edges"] == opts.frame_opts.snip_edges
     assert MFCC_DEFAULTS["num_ceps"] == mo.num_ceps
     assert MFCC_DEFAULTS["cepstral_lifter"] == mo.cepstral_lifter
 
@@ -334,11 +367,13 @@ def test_rejects_bad_inputs() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("snip_edges", [True, False])
 @pytest.mark.parametrize("fn", [fbank, mfcc])
-def test_cuda_matches_cpu(fn) -> None:
+def test_cuda_matches_cpu(fn, snip_edges: bool) -> None:
     waves = _noise()
     x, lengths = _batch(waves, fill=0.5)
-    config = FeatureConfig(fn.__name__, params={"audio_scale": 32768.0})
+    config = FeatureConfig(fn.__name__, params={"audio_scale": 32768.0,
+                                                "snip_edges": snip_edges})
     cpu, cpu_len = fn(x, lengths, config)
     gpu, gpu_len = fn(x.cuda(), lengths.cuda(), config)
     assert gpu.device.type == "cuda" and gpu_len.device.type == "cuda"

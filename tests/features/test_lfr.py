@@ -55,7 +55,7 @@ def test_off_is_the_identity_and_bad_factors_are_refused():
 
 
 def test_the_engine_stacks_any_extractors_output():
-    # Before: lfr_n scaled the frame clock but the encoder saw unstacked frames.
+    # The encoder sees stacked frames, matching the lfr_n frame clock.
     plain = InputProcessor(FeatureConfig("fbank", num_mel_bins=8), "cpu")
     stacked = InputProcessor(FeatureConfig("fbank", num_mel_bins=8, lfr_m=7, lfr_n=6), "cpu")
     rng = np.random.default_rng(0)

@@ -1,4 +1,5 @@
-"""Chunk-by-chunk fbank / mfcc equal the offline features over random chunkings."""
+"""Chunk-by-chunk fbank / mfcc (then the flush at the input's end) equal the offline features
+over random chunkings, with and without snip_edges."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def _chunks(n: int, rng: np.random.Generator) -> list[int]:
 
 def _stream(config: FeatureConfig, wave: torch.Tensor, sizes: list[int]) -> torch.Tensor:
     spec = build_extractor(config)
+    framing = kaldi_framing(config)
     state, pieces, at = None, [], 0
     for size in sizes:
         feats, state = spec.streaming_fn(wave[at:at + size], state, config)
@@ -32,7 +34,11 @@ def _stream(config: FeatureConfig, wave: torch.Tensor, sizes: list[int]) -> torc
         pieces.append(feats)
         at += size
         assert state.samples == at
-        assert state.frames * kaldi_framing(config).hop + state.pending.shape[0] == at
+        # pending holds the samples from the next frame's first one on (centred frames: the
+        # reflected head before sample 0 counts once frame 0 is out)
+        head = framing.prefill if getattr(state, "started", True) else 0
+        assert state.frames * framing.hop + state.pending.shape[0] == at + head
+    pieces.append(spec.flush_fn(state, config))
     return torch.cat(pieces)
 
 
@@ -41,6 +47,8 @@ def _stream(config: FeatureConfig, wave: torch.Tensor, sizes: list[int]) -> torc
     ("fbank", {"use_energy": True}, 16000, 1),
     ("mfcc", {}, 16000, 2),
     ("mfcc", {}, 8000, 3),
+    ("fbank", {"snip_edges": False, "high_freq": -400.0}, 16000, 4),
+    ("mfcc", {"snip_edges": False}, 8000, 5),
 ])
 def test_random_chunkings_equal_offline(kind: str, params: dict, rate: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -81,3 +89,18 @@ def test_dither_is_refused() -> None:
     config = FeatureConfig("fbank", params={"dither": 1.0})
     with pytest.raises(ValueError, match="dither"):
         FBANK.streaming_fn(torch.zeros(800), None, config)
+
+
+@pytest.mark.parametrize("n", [0, 1, 119, 279, 280, 281, 559, 4_321])
+def test_centred_streams_of_any_length_flush_to_offline(n: int) -> None:
+    """Without snip_edges the last frames read past the end: they come out of the flush, and
+    a stream too short for frame 0 comes out of it whole."""
+    config = FeatureConfig("fbank", params={"snip_edges": False})
+    wave = torch.from_numpy((np.random.default_rng(n).standard_normal(n) * 0.1)
+                            .astype(np.float32))
+    whole, lens = fbank(wave[None], torch.tensor([n]), config)
+    for sizes in ([n], [1] * n, [n // 3, n - n // 3]):
+        streamed = _stream(config, wave, sizes)
+        assert streamed.shape == whole[0, :int(lens[0])].shape
+        torch.testing.assert_close(streamed, whole[0, :int(lens[0])], atol=1e-4, rtol=1e-5)
+    assert FBANK.flush_fn(None, config).shape == (0, 80)

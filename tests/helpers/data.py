@@ -3,14 +3,15 @@ the repository (as CI lays it out), else the workspace copy."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from oasr import envs
 
 _REPO = Path(__file__).resolve().parents[2]
 
 
 def _find() -> Path:
-    candidates = [os.environ.get("OASR_SHARED_DATA"), _REPO.parent / "shared" / "data",
+    candidates = [envs.shared_data(), _REPO.parent / "shared" / "data",
                   "/work/shared/data"]
     for c in candidates:
         if c and Path(c).is_dir():

@@ -57,6 +57,17 @@ def parse_ids(text: str) -> list[int]:
     return [int(t) for t in text.split()]
 
 
+class PromptTokenizer(JoinTokenizer):
+    """``JoinTokenizer`` that also encodes (``" 11 12"`` -> ``[11, 12]``) and declares
+    ``<|startofprev|>`` (id 1, suppressed like the other specials), so prompts, prefixes and
+    hotwords can be given to the tiny model as id lists."""
+
+    sot_prev = 1
+
+    def encode(self, text: str) -> list[int]:
+        return parse_ids(text)
+
+
 @dataclass
 class TinyWhisper:
     hf: Any  # transformers.WhisperForConditionalGeneration (eval, fp32) or None

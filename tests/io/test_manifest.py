@@ -16,10 +16,10 @@ import soundfile as sf
 from oasr.io.manifest import (
     ColumnMap,
     ManifestError,
-    count_rows,
     iter_manifest,
     passthrough_schema,
 )
+from oasr.io.manifest_ids import count_rows
 from tests.helpers.data import SHARED_DATA
 
 AUDIO = SHARED_DATA / "librispeech-test-other-70/audio"

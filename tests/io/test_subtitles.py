@@ -343,9 +343,12 @@ def test_a_failed_write_leaves_no_file_and_no_entry(tmp_path: Path, monkeypatch)
         raise OSError("disk full")
 
     monkeypatch.setattr(sw_module, "fsync_replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match=r"cannot write .*u2\.srt: disk full; kept: every "
+                                          r"\.srt file finished before, recorded in"):
         w.write(_ok(2))
-    w.abort()
+    with pytest.raises(OutputError, match="disk full"):  # that failure again, no new write
+        w.write(_ok(3))
+    w.abort()  # quiet: the failure was raised already
     assert sorted(p.name for p in out.iterdir()) == [INDEX_NAME, "u1.srt"]  # no tmp left
     assert SubtitleWriter(out, "srt").done_ids() == {"u1"}
 
@@ -494,3 +497,4 @@ def test_index_appends_are_whole_lines(tmp_path: Path) -> None:
 def test_cue_limits_must_be_finite_numbers(bad: dict) -> None:
     with pytest.raises(ValueError, match="must be a number"):
         CueOptions(**bad)
+

@@ -15,7 +15,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 def test_registered_for_the_dtw_op() -> None:
-    impl = ops.registered_kernels()["dtw_starts"]
+    impl = ops.registered_kernels()["dtw_starts"].load()
     assert impl.fn is dtw_cuda.dtw_starts and impl.library.name == "dtw_cuda"
     assert not dtw_cuda.supports(torch.zeros(2, 3, 4))  # CPU
     assert "dtw-rows" in ops.KERNEL_GAPS

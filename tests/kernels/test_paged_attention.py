@@ -25,7 +25,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 def test_registered_for_the_paged_attention_op() -> None:
-    impl = ops.registered_kernels()["paged_attention"]
+    impl = ops.registered_kernels()["paged_attention"].load()
     assert impl.fn is kernel.paged_decode and impl.supports is kernel.supports
     assert impl.library is not None and impl.library.name == "paged_decode"
     q = torch.zeros(2, 4, 1, 64, dtype=torch.float16)

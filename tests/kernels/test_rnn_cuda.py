@@ -1,6 +1,6 @@
-"""``rnn_recurrence``: the fused LSTM / RNN recurrence against the layers' torch path.
+"""``rnn_recurrence``: the fused LSTM recurrence against the layer's torch path.
 
-The oracle is ``LSTM.forward_native`` / ``RNN.forward_native`` (the per-step formula loop) on the
+The oracle is ``LSTM.forward_native`` (the per-step formula loop) on the
 same module: fp32 inputs must agree to float rounding over hundreds of steps, fp16/bf16 inputs
 within their rounding (the kernel keeps the state in fp32, the torch path in the input dtype).
 Variable lengths, reverse directions, stacked layers, initial states, hidden sizes from 1 to
@@ -17,15 +17,14 @@ import torch
 
 from oasr import ops
 from oasr.kernels import rnn_cuda
-from oasr.layers.rnn import LSTM, RNN
+from oasr.layers.rnn import LSTM
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def test_registered_for_the_recurrent_ops() -> None:
-    for op in ("lstm", "rnn_tanh", "rnn_relu"):
-        impl = ops.registered_kernels()[op]
-        assert impl.fn is rnn_cuda.recurrent_layers and impl.library.name == "rnn_cuda"
+def test_registered_for_the_lstm_op() -> None:
+    impl = ops.registered_kernels()["lstm"].load()
+    assert impl.fn is rnn_cuda.recurrent_layers and impl.library.name == "rnn_cuda"
     lstm = LSTM(3, 4)
     call = (None, None, None, lstm.all_weights, "lstm", 1)
     assert not rnn_cuda.supports(torch.zeros(2, 5, 3), *call)  # CPU
@@ -81,35 +80,26 @@ def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> None:
 
 @pytest.mark.gpu
 @needs_cuda
-@pytest.mark.parametrize("kind", ["lstm", "tanh", "relu"])
 @pytest.mark.parametrize("hidden,layers,bidir", [(128, 1, False), (37, 2, True),
                                                   (640, 1, False), (1024, 1, True), (1, 1, False)])
-def test_kernel_matches_the_torch_loop_fp32(kind, hidden, layers, bidir) -> None:
+def test_kernel_matches_the_torch_loop_fp32(hidden, layers, bidir) -> None:
     torch.manual_seed(hidden + layers)
-    cls_kwargs = {} if kind == "lstm" else {"nonlinearity": kind}
-    mod = (LSTM if kind == "lstm" else RNN)(24, hidden, layers, bidirectional=bidir,
-                                            **cls_kwargs).cuda()
-    if kind == "relu":  # keep relu RNN from blowing up over many steps
-        for p in mod.parameters():
-            p.data.mul_(0.3)
+    mod = LSTM(24, hidden, layers, bidirectional=bidir).cuda()
     B, T = 5, 300
     x = torch.randn(B, T, 24, device="cuda")
     lengths = torch.tensor([T, 1, 0, 177, T - 1], device="cuda")
     d = 2 if bidir else 1
     h0 = torch.randn(layers * d, B, hidden, device="cuda")
-    hx = (h0, torch.randn_like(h0)) if kind == "lstm" else h0
+    hx = (h0, torch.randn_like(h0))
     y, state = mod(x, hx, lengths)
     # the oracle in float64, so neither side's fp32 summation order (cuBLAS may split K)
     # decides the comparison
     ref = copy.deepcopy(mod).double()
-    hx64 = tuple(t.double() for t in hx) if kind == "lstm" else hx.double()
+    hx64 = tuple(t.double() for t in hx)
     y_ref, state_ref = ref.forward_native(x.double(), hx64, lengths)
     _close(y, y_ref, torch.float32)
-    if kind == "lstm":
-        _close(state[0], state_ref[0], torch.float32)
-        _close(state[1], state_ref[1], torch.float32)
-    else:
-        _close(state, state_ref, torch.float32)
+    _close(state[0], state_ref[0], torch.float32)
+    _close(state[1], state_ref[1], torch.float32)
     assert (y[1, 1:] == 0).all() and (y[2] == 0).all()  # padded steps are zero
 
 

@@ -86,11 +86,9 @@ def test_pointwise_conv1d_loads_conv1d_k1_state_dict(c_in, c_out, bias):
     y = ours(x)
     assert y.shape == (2, 9, c_out)
     expected = conv(x.transpose(1, 2)).transpose(1, 2)
-    if bias:
-        # conv adds its bias after the product, the GEMM inside it: one fp32 rounding apart
-        torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
-    else:
-        assert torch.equal(y, expected)
+    # The same products summed by another kernel (conv's bias is added after its GEMM, and
+    # oneDNN's conv and the GEMM split the sum differently per thread count): rounding apart.
+    torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(y.double(), affine64(x, ours), rtol=1e-5, atol=1e-5)
 
 

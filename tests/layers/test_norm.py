@@ -1,4 +1,4 @@
-"""Norms against float64 formulas, torch / HF checkpoints, the residual forms, and routing.
+"""Norms against float64 formulas, torch / HF checkpoints, and routing.
 
 Oracles: the formulas written here; ``torch.nn.LayerNorm`` (state_dict and outputs);
 HF ``Qwen2RMSNorm`` (state_dict and outputs).
@@ -15,8 +15,6 @@ from oasr.layers.norm import (
     ESPNET_EPS,
     QWEN2_RMS_EPS,
     TORCH_EPS,
-    AddLayerNorm,
-    AddRMSNorm,
     BiasNorm,
     LayerNorm,
     RMSNorm,
@@ -110,9 +108,6 @@ def test_layer_norm_loads_torch_state_dict_with_identical_output(c, affine, bias
     assert set(ours.state_dict()) == set(ref.state_dict())
     x = torch.randn(2, 5, 2 * c)[..., ::2]
     assert torch.equal(ours(x), ref(x))
-    add = AddLayerNorm(c, eps=ESPNET_EPS, elementwise_affine=affine, bias=bias)
-    add.load_state_dict(ref.state_dict())
-    assert torch.equal(add(x)[0], ref(x))
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
@@ -136,13 +131,6 @@ def test_rms_norm_matches_hf_qwen2(dtype):
     ours.load_state_dict(ref.state_dict())
     x = (torch.randn(3, 7, 129) * 4).to(dtype)
     assert torch.equal(ours(x), ref(x))
-    add = AddRMSNorm(129, eps=QWEN2_RMS_EPS, dtype=dtype)
-    add.load_state_dict(ref.state_dict())
-    residual = torch.randn_like(x)
-    # HF's unfused chain: residual = residual + x, then norm the rounded sum.
-    normed, new_residual = add(x, residual)
-    assert torch.equal(new_residual, residual + x)
-    assert torch.equal(normed, ref(residual + x))
 
 
 def test_rms_norm_fp32_weight_promotes_half_input_like_hf():
@@ -180,26 +168,6 @@ def test_bias_norm_channel_dim_1_on_bct():
     torch.testing.assert_close(cos, torch.ones_like(cos))
 
 
-@pytest.mark.parametrize("cls,base", [(AddLayerNorm, LayerNorm), (AddRMSNorm, RMSNorm)])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_add_forms_return_normed_sum_and_new_residual(cls, base, dtype):
-    c = 17
-    add = _randomize(cls(c), 11).to(dtype)
-    plain = base(c).to(dtype)
-    plain.load_state_dict(add.state_dict())
-    x = torch.randn(3, 2 * c).to(dtype)[:, ::2]
-    residual = torch.randn(3, c).to(dtype)
-    summed = x + residual
-    for normed, new_residual in (add(x, residual), plain.forward_add(x, residual),
-                                 add.forward_native(x, residual)):
-        assert torch.equal(new_residual, summed)
-        assert torch.equal(normed, plain(summed))
-    # the first block of a pre-norm chain: no residual yet
-    for normed, new_residual in (add(x), add(x, None), plain.forward_add(x, None)):
-        assert new_residual is x
-        assert torch.equal(normed, plain(x))
-
-
 class _Recorder:
     """Stands in for ``select_kernel``: records the routing call, returns a fake kernel."""
 
@@ -221,26 +189,22 @@ class _Recorder:
 def test_norms_route_with_the_documented_kernel_signatures(monkeypatch):
     rec = _Recorder(result="y")
     patch_routing(monkeypatch, rec)
-    x, r = torch.randn(2, 5), torch.randn(2, 5)
+    x = torch.randn(2, 5)
     ln, rms, bn = LayerNorm(5, eps=ESPNET_EPS), RMSNorm(5), BiasNorm(5)
     assert ln(x) == "y" and rms(x) == "y" and bn(x) == "y"
-    assert ln.forward_add(x, r) == "y" and AddRMSNorm(5)(x, r) == "y"
     assert [(op, gap) for op, _, gap in rec.routed] == [
         ("layer_norm", "norm"), ("rms_norm", "norm"), ("bias_norm", "norm"),
-        ("add_layer_norm", "norm"), ("add_rms_norm", "norm"),
     ]
-    assert rec.routed[3][1] == (x, r)
     args = rec.kernel_args
     assert args[0][0] is x and args[0][1:] == (ln.weight, ln.bias, ESPNET_EPS)
     assert args[1][1:] == (rms.weight, QWEN2_RMS_EPS)
     assert args[2][1:] == (bn.bias, bn.log_scale, -1)
-    assert args[3][:2] == (x, r) and args[3][2:] == (ln.weight, ln.bias, ESPNET_EPS)
 
 
-def test_passthrough_routes_the_plain_norm_and_counts_cpu_out_of_scope():
+def test_cpu_norm_calls_are_counted_out_of_scope():
     x = torch.randn(2, 5)
-    AddLayerNorm(5)(x)
-    RMSNorm(5).forward_add(x, torch.randn(2, 5))
+    LayerNorm(5)(x)
+    RMSNorm(5)(x)
     counts = ops.gap_counts()
     assert counts == {("out_of_scope", "layer_norm:cpu"): 1,
-                      ("out_of_scope", "add_rms_norm:cpu"): 1}
+                      ("out_of_scope", "rms_norm:cpu"): 1}

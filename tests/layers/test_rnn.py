@@ -1,4 +1,4 @@
-"""oasr.layers.rnn against nn.LSTM / nn.RNN holding the same state_dict.
+"""oasr.layers.rnn against nn.LSTM holding the same state_dict.
 
 Variable lengths are checked against nn.utils.rnn.pack_padded_sequence + the torch module,
 padded back with pad_packed_sequence.
@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from oasr.layers.rnn import LSTM, RNN
+from oasr.layers.rnn import LSTM
 from oasr.ops import gaps
 from tests.helpers.routing import patch_routing
 
@@ -22,15 +22,11 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _pair(kind: str, *args, **kwargs):
-    """A torch module and ours with identical weights (loaded through state_dict, strict)."""
+def _pair(*args, **kwargs):
+    """nn.LSTM and ours with identical weights (loaded through state_dict, strict)."""
     torch.manual_seed(0)
-    if kind == "lstm":
-        ref = nn.LSTM(*args, **kwargs)
-        ours = LSTM(*args, **kwargs)
-    else:
-        ref = nn.RNN(*args, nonlinearity=kind, **kwargs)
-        ours = RNN(*args, nonlinearity=kind, **kwargs)
+    ref = nn.LSTM(*args, **kwargs)
+    ours = LSTM(*args, **kwargs)
     assert sorted(ours.state_dict()) == sorted(ref.state_dict())
     ours.load_state_dict(ref.state_dict())
     return ref, ours
@@ -43,29 +39,24 @@ def _packed_reference(ref, x, lengths, hx=None):
     return out, state
 
 
-@pytest.mark.parametrize("kind", ["lstm", "tanh", "relu"])
 @pytest.mark.parametrize(
     "num_layers,bidirectional,bias", [(1, False, True), (2, True, True), (3, False, False)]
 )
-def test_matches_torch_without_lengths(kind, num_layers, bidirectional, bias):
-    ref, ours = _pair(kind, 5, 7, num_layers, bias=bias, batch_first=True,
+def test_matches_torch_without_lengths(num_layers, bidirectional, bias):
+    ref, ours = _pair(5, 7, num_layers, bias=bias, batch_first=True,
                       bidirectional=bidirectional)
     x = torch.randn(3, 17, 5, generator=_gen(1))
     y, state = ours(x)
     y_ref, state_ref = ref(x)
     assert y.shape == (3, 17, 7 * (2 if bidirectional else 1))
     torch.testing.assert_close(y, y_ref, **FP32)
-    if kind == "lstm":
-        torch.testing.assert_close(state[0], state_ref[0], **FP32)
-        torch.testing.assert_close(state[1], state_ref[1], **FP32)
-    else:
-        torch.testing.assert_close(state, state_ref, **FP32)
+    torch.testing.assert_close(state[0], state_ref[0], **FP32)
+    torch.testing.assert_close(state[1], state_ref[1], **FP32)
 
 
-@pytest.mark.parametrize("kind", ["lstm", "tanh", "relu"])
 @pytest.mark.parametrize("num_layers,bidirectional", [(1, False), (2, True)])
-def test_lengths_match_packed_sequence(kind, num_layers, bidirectional):
-    ref, ours = _pair(kind, 4, 6, num_layers, batch_first=True, bidirectional=bidirectional)
+def test_lengths_match_packed_sequence(num_layers, bidirectional):
+    ref, ours = _pair(4, 6, num_layers, batch_first=True, bidirectional=bidirectional)
     t = 17
     lengths = torch.tensor([17, 1, 9, 3])
     x = torch.randn(4, t, 4, generator=_gen(2))
@@ -76,13 +67,12 @@ def test_lengths_match_packed_sequence(kind, num_layers, bidirectional):
     y_ref, state_ref = _packed_reference(ref, x, lengths)
     torch.testing.assert_close(y, y_ref, **FP32)
     assert (y[pad] == 0).all()
-    states = zip(state, state_ref, strict=True) if kind == "lstm" else [(state, state_ref)]
-    for s, s_ref in states:
+    for s, s_ref in zip(state, state_ref, strict=True):
         torch.testing.assert_close(s, s_ref, **FP32)
 
 
 def test_lstm_initial_state_and_lengths():
-    ref, ours = _pair("lstm", 3, 5, 2, batch_first=True, bidirectional=True)
+    ref, ours = _pair(3, 5, 2, batch_first=True, bidirectional=True)
     g = _gen(3)
     x = torch.randn(3, 6, 3, generator=g)
     h0 = torch.randn(4, 3, 5, generator=g)
@@ -95,22 +85,23 @@ def test_lstm_initial_state_and_lengths():
     torch.testing.assert_close(c, c_ref, **FP32)
 
 
-def test_rnn_initial_state_time_major_and_strided_input():
-    ref, ours = _pair("tanh", 4, 5, 2, batch_first=False, bidirectional=True)
+def test_initial_state_time_major_and_strided_input():
+    ref, ours = _pair(4, 5, 2, batch_first=False, bidirectional=True)
     g = _gen(4)
     big = torch.randn(17, 3, 9, generator=g)
     x = big[:, :, ::2][..., :4]  # (T, B, C) strided
     assert not x.is_contiguous()
-    h0 = torch.randn(4, 3, 5, generator=g)
-    y, h = ours(x, h0)
-    y_ref, h_ref = ref(x, h0)
+    hx = (torch.randn(4, 3, 5, generator=g), torch.randn(4, 3, 5, generator=g))
+    y, (h, c) = ours(x, hx)
+    y_ref, (h_ref, c_ref) = ref(x, hx)
     torch.testing.assert_close(y, y_ref, **FP32)
     torch.testing.assert_close(h, h_ref, **FP32)
+    torch.testing.assert_close(c, c_ref, **FP32)
 
 
 def test_streaming_in_chunks_equals_one_pass():
     """Carrying (h, c) across chunks is the same recurrence as one pass (a predictor's use)."""
-    _, ours = _pair("lstm", 4, 6, 2, batch_first=True)
+    _, ours = _pair(4, 6, 2, batch_first=True)
     x = torch.randn(2, 17, 4, generator=_gen(5))
     y_full, (h_full, c_full) = ours(x)
     y1, state = ours(x[:, :7])
@@ -121,7 +112,7 @@ def test_streaming_in_chunks_equals_one_pass():
 
 
 def test_lstm_bf16_close_to_fp32_reference():
-    ref, ours = _pair("lstm", 8, 16, 1, batch_first=True)
+    ref, ours = _pair(8, 16, 1, batch_first=True)
     x = torch.randn(2, 17, 8, generator=_gen(6))
     lengths = torch.tensor([17, 5])
     y, (h, c) = ours.to(torch.bfloat16)(x.bfloat16(), lengths=lengths)
@@ -132,17 +123,16 @@ def test_lstm_bf16_close_to_fp32_reference():
 
 
 def test_single_step_and_length_one():
-    ref, ours = _pair("relu", 3, 4, 1, batch_first=True)
+    ref, ours = _pair(3, 4, 1, batch_first=True)
     x = torch.randn(5, 1, 3, generator=_gen(7))
-    y, h = ours(x)
-    y_ref, h_ref = ref(x)
+    y, (h, c) = ours(x)
+    y_ref, (h_ref, c_ref) = ref(x)
     torch.testing.assert_close(y, y_ref, **FP32)
     torch.testing.assert_close(h, h_ref, **FP32)
+    torch.testing.assert_close(c, c_ref, **FP32)
 
 
 def test_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="nonlinearity"):
-        RNN(3, 4, nonlinearity="gelu")
     lstm = LSTM(3, 4, 2)
     with pytest.raises(ValueError, match="initial state"):
         lstm(torch.randn(2, 5, 3), (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)))
@@ -166,5 +156,4 @@ def test_forward_routes_through_select_kernel(monkeypatch):
     torch.testing.assert_close(y, x)
     assert h.shape == (4, 2)  # one (w_ih, w_hh, b_ih, b_hh) per layer and direction
     assert c is c0
-    RNN(3, 4, nonlinearity="relu")(torch.randn(2, 5, 3))
-    assert seen == [("lstm", gaps.RNN.id, (2, 5, 3)), ("rnn_relu", gaps.RNN.id, (2, 5, 3))]
+    assert seen == [("lstm", gaps.RNN.id, (2, 5, 3))]

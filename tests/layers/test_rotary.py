@@ -12,13 +12,7 @@ from transformers import Qwen2Config
 from transformers.models.qwen2 import modeling_qwen2 as hf
 
 from oasr import ops
-from oasr.layers.rotary import (
-    NeoxRotaryEmbedding,
-    RotaryEmbedding,
-    apply_rotary_emb,
-    apply_rotary_pos_emb,
-    precompute_freqs_cis,
-)
+from oasr.layers.rotary import NeoxRotaryEmbedding, apply_rotary_pos_emb
 from tests.helpers.routing import patch_routing
 
 
@@ -93,79 +87,21 @@ def test_apply_rotary_pos_emb_matches_hf_and_formula(head_dim, dtype, tol):
     assert torch.equal(q2, ref2[0]) and torch.equal(k2, ref2[1])
 
 
-@pytest.mark.parametrize("head_dim,base", [(2, 10000.0), (34, 10000.0), (64, 5e5)])
-def test_precompute_freqs_cis_matches_formula(head_dim, base):
-    freqs = precompute_freqs_cis(head_dim, 129, base)
-    assert freqs.shape == (129, head_dim // 2) and freqs.dtype == torch.complex64
-    angles = _angles64(torch.arange(129), head_dim, base)
-    # fp32 angles reach ~129 rad: their rounding (~1e-5) bounds the agreement
-    torch.testing.assert_close(freqs.real.double(), angles.cos(), rtol=0, atol=3e-5)
-    torch.testing.assert_close(freqs.imag.double(), angles.sin(), rtol=0, atol=3e-5)
-
-
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2),
-                                       (torch.float16, 3e-3)])
-@pytest.mark.parametrize("head_dim", [2, 34])
-def test_complex_rotary_matches_pairwise_formula(head_dim, dtype, tol):
-    rope = RotaryEmbedding(head_dim, max_position=64)
-    first, second = list(range(0, head_dim, 2)), list(range(1, head_dim, 2))
-    g = torch.Generator().manual_seed(head_dim)
-    x_bhtd = torch.randn(3, 5, 17, head_dim, generator=g).to(dtype)
-    x = x_bhtd.transpose(1, 2)  # (B, T, H, D) strided view
-    steps = torch.arange(17)
-    per_row = _positions()  # (B, T)
-    cases = [
-        (x, rope(steps), -2, _angles64(steps, head_dim, 1e4)[:, None]),
-        (x, rope(per_row), -2, _angles64(per_row, head_dim, 1e4)[:, :, None]),
-        (x_bhtd, rope(steps), None, _angles64(steps, head_dim, 1e4)),
-        (x_bhtd, rope(per_row), 1, _angles64(per_row, head_dim, 1e4)[:, None]),
-    ]
-    for inp, freqs, unsqueeze_dim, angles in cases:
-        y = apply_rotary_emb(inp, freqs, unsqueeze_dim=unsqueeze_dim)
-        assert y.shape == inp.shape and y.dtype == dtype
-        torch.testing.assert_close(y.double(), _rotate_pairs64(inp, angles, first, second),
-                                   rtol=tol, atol=tol)
-
-
-def test_complex_form_is_neox_form_with_interleaved_dims():
-    """The two conventions differ only in which dims pair up; HF's rotation is the oracle."""
-    head_dim = 34
-    positions = _positions()
-    x = torch.randn(3, 17, 4, head_dim)  # (B, T, H, D)
-    ours = apply_rotary_emb(x, RotaryEmbedding(head_dim)(positions))
-    # interleaved (0, 1), (2, 3), ... -> halves (0, D/2), (1, D/2 + 1), ...
-    to_halves = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
-    cos, sin = _hf_rotary(head_dim, 10000.0)(x, positions)
-    ref, _ = hf.apply_rotary_pos_emb(x[..., to_halves], x[..., to_halves], cos, sin,
-                                     unsqueeze_dim=2)
-    torch.testing.assert_close(ours[..., to_halves], ref, rtol=1e-5, atol=1e-5)
-
-
-def test_odd_offset_views_are_rotated():
-    rope = RotaryEmbedding(8, max_position=16)
-    x = torch.randn(2, 5, 3, 9)[..., 1:]  # storage offset 1: not complex-aligned
-    freqs = rope(torch.arange(5))
-    assert torch.equal(apply_rotary_emb(x, freqs), apply_rotary_emb(x.contiguous(), freqs))
-
-
 @pytest.mark.parametrize("cast", [lambda m: m.half(), lambda m: m.to(torch.bfloat16)])
 def test_tables_stay_fp32_and_out_of_the_state_dict(cast):
-    neox, rope = NeoxRotaryEmbedding(34, base=1e6), RotaryEmbedding(34, max_position=129)
-    fresh_inv, fresh_freqs = neox.inv_freq.clone(), rope.freqs_cis.clone()
+    neox = NeoxRotaryEmbedding(34, base=1e6)
+    fresh_inv = neox.inv_freq.clone()
     cast(neox)
-    cast(rope)
     assert neox.inv_freq.dtype == torch.float32 and torch.equal(neox.inv_freq, fresh_inv)
-    assert torch.equal(rope.freqs_cis, fresh_freqs)
-    assert not neox.state_dict() and not rope.state_dict()
+    assert not neox.state_dict()
 
 
 def test_odd_head_dim_is_refused():
-    for cls in (NeoxRotaryEmbedding, RotaryEmbedding):
-        with pytest.raises(ValueError, match="positive and even"):
-            cls(33)
+    with pytest.raises(ValueError, match="positive and even"):
+        NeoxRotaryEmbedding(33)
 
 
-def test_rotations_route_with_the_documented_kernel_signatures(monkeypatch):
+def test_rotation_routes_with_the_documented_kernel_signature(monkeypatch):
     routed = []
 
     def fake_select_kernel(op, *tensors, gap):
@@ -177,11 +113,7 @@ def test_rotations_route_with_the_documented_kernel_signatures(monkeypatch):
     cos, sin = NeoxRotaryEmbedding(4)(torch.arange(3))
     assert apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2) == (
         "kernel", (q, k, cos, sin, 2))
-    freqs = RotaryEmbedding(4)(torch.arange(3))
-    tag, args = apply_rotary_emb(q, freqs)
-    assert tag == "kernel" and args[0] is q and args[1] is freqs and args[2] == -2
-    assert [(op, gap) for op, _, gap in routed] == [("rotary_neox", "rotary"),
-                                                   ("rotary_complex", "rotary")]
+    assert [(op, gap) for op, _, gap in routed] == [("rotary_neox", "rotary")]
     assert routed[0][1] == (q, k)
 
 
@@ -189,6 +121,4 @@ def test_cpu_calls_are_counted_out_of_scope():
     cos, sin = NeoxRotaryEmbedding(4)(torch.arange(3))
     q = torch.randn(1, 2, 3, 4)
     apply_rotary_pos_emb(q, q, cos, sin, unsqueeze_dim=0)  # (T, D) -> (1, T, D)
-    apply_rotary_emb(q.transpose(1, 2), RotaryEmbedding(4)(torch.arange(3)))
-    assert ops.gap_counts() == {("out_of_scope", "rotary_neox:cpu"): 1,
-                                     ("out_of_scope", "rotary_complex:cpu"): 1}
+    assert ops.gap_counts() == {("out_of_scope", "rotary_neox:cpu"): 1}

@@ -153,3 +153,18 @@ def test_the_registry_requires_a_base_asr_model():
         entry.load_model_cls()
     with pytest.raises(TypeError, match="not a BaseAsrModel subclass"):
         _ = entry.decode_families
+
+
+def test_an_entry_listing_families_answers_without_importing_and_must_match_the_class():
+    class Ctc(BaseAsrModel):
+        decode_families = ("ctc",)
+        config: CtcConfig
+
+        def forward_offline(self, features, lengths):
+            return features, lengths
+
+    lazy = ModelEntry(name="lazy", model_cls="no.such.module:Model", families=("ctc",))
+    assert lazy.decode_families == ("ctc",)  # data: the missing module is never imported
+    assert ModelEntry(name="ok", model_cls=Ctc, families=("ctc",)).load_model_cls() is Ctc
+    with pytest.raises(TypeError, match=r"lists decode families \('aed',\) but Ctc declares"):
+        ModelEntry(name="drift", model_cls=Ctc, families=("aed",)).load_model_cls()

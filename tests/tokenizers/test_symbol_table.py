@@ -198,3 +198,16 @@ def test_encode_without_word_start_units_and_without_unk() -> None:
     mixed = SymbolTableTokenizer(dict(enumerate(["▁A", "B", "C"])))
     assert mixed.encode("A BC") == [0, 1, 2]
     assert mixed.decode([0, 1, 2]) == "ABC"
+
+
+def test_literal_units_render_as_themselves() -> None:
+    """k2 / icefall's tokens.txt decoding (pretrained.py) prints every symbol, ``<unk>`` too."""
+    units = {0: "<blk>", 1: "<sos/eos>", 2: "<unk>", 3: "\u2581A", 4: "B", 5: "\u2581"}
+    plain = SymbolTableTokenizer(units)
+    icefall = SymbolTableTokenizer(units, literal_units=["<blk>", "<unk>", "<sos/eos>"])
+    ids = [3, 2, 4, 1, 5, 3]
+    assert plain.decode(ids) == "AB  A"
+    assert icefall.decode(ids) == "A<unk>B<sos/eos>  A"
+    assert not icefall.is_special(2) and plain.is_special(2)
+    with pytest.raises(TypeError, match="literal_units is a list"):
+        SymbolTableTokenizer(units, literal_units="<unk>")

@@ -164,6 +164,32 @@ def test_corrupt_rows_are_error_rows_naming_the_row_and_the_problem(bundle, clip
     assert "does not exist" not in rows["empty-bytes"]["error"].split("(and")[0]
 
 
+def test_crafted_headers_in_a_folder_are_error_rows_and_the_rest_transcribe(bundle, clips,
+                                                                           tmp_path):
+    from tests.helpers.audio_mutations import encode, wav_cases
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for k, c in enumerate(clips):
+        (folder / f"good{k}.flac").write_bytes(c.read_bytes())
+    lies = dict(wav_cases("wav", encode("WAV", "PCM_16")))
+    (folder / "tag0.wav").write_bytes(lies["wav byte 20 = 0"])  # FFmpeg: no decoder
+    (folder / "rate1.wav").write_bytes(lies["wav sample rate = 1"])
+    (folder / "ch0.wav").write_bytes(lies["wav channels = 0"])
+    out = tmp_path / "o.parquet"
+    result = cli(bundle, folder, "-o", out)
+    assert result.exit_code == 0, result.output
+    rows = {r["id"]: r for r in rows_of(out)}
+    assert len(rows) == len(clips) + 3
+    assert all(rows[f"good{k}"]["text"] and not rows[f"good{k}"]["error"]
+               for k in range(len(clips)))
+    assert "no decoder for its audio codec" in rows["tag0"]["error"]
+    assert "declares a sample rate of 1 Hz" in rows["rate1"]["error"]
+    assert rows["ch0"]["error"] and rows["ch0"]["text"] is None
+    for name in ("tag0", "rate1", "ch0"):  # the file is named once, not once per layer
+        assert rows[name]["error"].count(str(folder / f"{name}.wav")) == 1, rows[name]["error"]
+
+
 def test_mp3_resync_notes_do_not_reach_stderr(tmp_path):
     mp3 = Path("/work/shared/data/misc/audio/common_voice_en_22058266.mp3")
     if not mp3.is_file():
@@ -353,6 +379,52 @@ def test_a_second_writer_on_one_output_refuses_naming_the_holder(bundle, clips, 
     assert sorted(got) == sorted(f.stem for f in files)
 
 
+# ----------------------------------------------------------------------------- disk full
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_what_is_kept_then_resumes(
+        bundle, clips, tmp_path, monkeypatch):
+    import errno
+
+    import oasr.io
+    from oasr.io import writer as writer_module
+
+    manifest, files = own_files(tmp_path, clips, 10)
+    out = tmp_path / "o.parquet"
+    real_open, real_write = oasr.io.open_writer, writer_module.pq.write_table
+    calls = []
+
+    def small_parts(*args, **kwargs):
+        w = real_open(*args, **kwargs)
+        w.flush_rows = 3  # several parts in a 10-row run
+        return w
+
+    def full_after_one_part(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(*args, **kwargs)
+
+    with monkeypatch.context() as patch:  # not undo(): that also undoes conftest's setenv
+        patch.setattr(oasr.io, "open_writer", small_parts)
+        patch.setattr(writer_module.pq, "write_table", full_after_one_part)
+        result = cli(bundle, manifest, "-o", out, "--quiet", "--no-language-check")
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "Errno" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    parts = Path(f"{out}.parts")
+    assert lines[0] == (
+        f"error: cannot write {parts}/part-000002.parquet: No space left on device; kept: 3 "
+        f"finished rows in 1 part file in {parts}; the 3 rows finished since were not "
+        "written and are redone by a rerun; fix the cause (free space) and rerun the same "
+        "command to resume")
+    kept = part_ids(out)
+    assert len(kept) == 3 and not out.exists()
+    # The rerun resumes: the kept rows are not decoded again (their audio is spoiled now).
+    resume_and_check(bundle, manifest, out, files, spoil=kept)
+
+
 # ----------------------------------------------------------------------------- refused up front
 
 
@@ -423,6 +495,35 @@ def test_a_manifest_without_rows_says_so(bundle, tmp_path, no_engine):
     assert result.exit_code == 1
     assert "the inputs hold no rows" in flat(result.output)
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_bad_manifest_fails_in_seconds_having_written_nothing(bundle, clips, tmp_path,
+                                                               no_engine):
+    rows = [{"id": f"u{k}", "audio": str(clips[k % len(clips)])} for k in range(500)]
+    rows[400]["id"] = "u3"
+    out = tmp_path / "o.parquet"
+    for bad, says in ((rows, "duplicate id 'u3':"),
+                      (rows[:10] + [{"id": "x\udc80", "audio": str(clips[0])}],
+                       "line 11: the id 'x\\x80' is not valid Unicode text")):
+        manifest = jsonl(tmp_path / "m.jsonl", bad)
+        start = time.monotonic()
+        result = cli(bundle, manifest, "-o", out)
+        assert result.exit_code == 2, result.output
+        assert says in flat(result.output) and "Traceback" not in result.output
+        assert time.monotonic() - start < 10
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl"]  # nothing written
+
+
+def test_a_file_name_that_is_not_utf8_transcribes_under_a_writable_id(bundle, clips, tmp_path):
+    folder = os.fsencode(tmp_path / "in")
+    os.mkdir(folder)
+    with open(folder + b"/caf\xe9.flac", "wb") as f:
+        f.write(clips[0].read_bytes())
+    out = tmp_path / "o.parquet"
+    result = cli(bundle, os.fsdecode(folder), "-o", out)
+    assert result.exit_code == 0, result.output
+    (row,) = rows_of(out)
+    assert row["id"] == "caf\\xe9" and row["error"] is None and row["text"]
 
 
 # ----------------------------------------------------------------------------- silence

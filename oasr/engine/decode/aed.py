@@ -1,14 +1,16 @@
 """The ``aed`` family: attention encoder-decoder (Whisper) on the incremental AR protocol.
 
-Greedy and sampled rows decode in merged groups (``IncrementalArStrategy``); a request with
-``beam_size > 1`` decodes in a beam group (``incremental_beam.ArBeamGroup``). Logit processing
-follows the checkpoint: ``suppress_tokens`` every step, ``begin_suppress_tokens`` on the first
-generated token. ``task`` and ``language`` substitute the prompt's slots (length-preserving, so
-a mixed batch prefills as one tensor); a multilingual checkpoint with no language given
-detects it from the first decoder step and reports it. A text ``prompt`` goes before the SOT
-sequence (``<|startofprev|>`` + its last tokens); rows of different prompt lengths prefill
-left-padded, each row's first token at position 0. ``no_speech_prob`` is read after
-``<|startoftranscript|>`` in the same prefill.
+Greedy and sampled rows decode in merged groups (``IncrementalArStrategy``; a sampled request
+with ``best_of > 1`` as that many candidates); a request with ``beam_size > 1`` decodes in a
+beam group (``incremental_beam.ArBeamGroup``). Logit processing is per request
+(``logit_rules.py``): ``suppress_tokens`` every step (-1: the checkpoint's list),
+``begin_suppress_tokens`` on the first generated token (``suppress_blank``), the repetition
+penalty and n-gram blocking. The decoder input is ``whisper_prompt.py``'s: a context after
+``<|startofprev|>`` (hotwords, previous text), the SOT sequence (``task`` and ``language``
+substituted; a multilingual checkpoint with no language given detects it from the first
+decoder step and reports it with its probabilities) and the forced prefix; rows of different
+prompt lengths prefill left-padded, each row's first token at position 0. ``no_speech_prob``
+is read after ``<|startoftranscript|>`` in the same prefill.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from oasr.engine.decode.alignment import fill_word_timings
 from oasr.engine.decode.attention_align import align_rows
 from oasr.engine.decode.incremental import ArRow, GreedyGroup, IncrementalArStrategy
 from oasr.engine.decode.incremental_beam import ArBeamGroup
+from oasr.engine.decode.logit_rules import BatchRules, RowRules
 from oasr.engine.decode.options import option
 from oasr.engine.decode.pauses import speech_pauses
 from oasr.engine.decode.sampling import RowSampling
@@ -34,8 +37,9 @@ from oasr.engine.decode.timestamp_rules import (
     settled_tokens,
     window_result,
 )
+from oasr.engine.decode.whisper_prompt import WhisperPrompter
 from oasr.engine.decoder_graph import DEFAULT_MAX_CAPTURES
-from oasr.engine.request import Request, RequestOutput
+from oasr.engine.request import CHECKPOINT_SUPPRESS, DecodingOptions, Request, RequestOutput
 from oasr.engine.step_budget import StepBudget
 from oasr.native import native
 
@@ -48,7 +52,9 @@ ALIGN_QUEUE_BYTES = 4 << 30
 class AedOptions:
     beam_size: int = option(1, doc="Beam width; 1 is greedy (or sampling when a request sets "
                                    "temperature > 0).")
-    length_penalty: float = option(1.0, doc="Beam ranking: sum log p / length ** length_penalty.")
+    length_penalty: float = option(1.0, doc="Ranking of beam hypotheses and best_of candidates: "
+                                          "sum log p / length ** length_penalty (a request's "
+                                          "length_penalty overrides it).")
     eos_check_interval: int = option(0, doc="Decoder steps between host reads of the end "
                                             "flags; 0: 8 on CUDA (measured 3.4x at batch 64 on "
                                             "an H200), 1 on CPU.")
@@ -100,19 +106,25 @@ class AedDecodeStrategy(IncrementalArStrategy):
     name = "aed"
     capability = "aed"
     options_cls = AedOptions
-    selective_options: ClassVar[tuple[str, ...]] = ("task", "language", "prompt", "timestamps")
+    selective_options: ClassVar[tuple[str, ...]] = (
+        "task", "language", "prompt", "timestamps", "prefix", "hotwords", "suppress_tokens",
+        "suppress_blank", "repetition_penalty", "no_repeat_ngram_size", "patience",
+        "length_penalty")
+    serves_best_of = True
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or AedOptions(), **kwargs)
         cfg = model.config
         self.cfg = cfg
         self.eos_id = cfg.eos_token_id
-        vocab = cfg.vocab_size
-        self._suppress = torch.tensor(sorted(set(cfg.suppress_tokens)), dtype=torch.long)
-        self._begin_suppress = torch.tensor(sorted(set(cfg.begin_suppress_tokens)),
-                                            dtype=torch.long)
-        # Device copies, made once: a host->device copy per step would synchronise it.
-        self._suppress_on: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        # The tokenizer's specials an explicit suppress_tokens list adds (faster-whisper's
+        # get_suppressed_tokens; the checkpoint's own list already holds them).
+        self._specials = tuple(t for t in (getattr(self.tokenizer, n, None) for n in (
+            "transcribe", "translate", "sot", "sot_prev", "sot_lm", "no_speech"))
+            if isinstance(t, int))
+        self._row_rules: dict[tuple, RowRules] = {}
+        self._plain = DecodingOptions()
+        self._batch_cache: dict[tuple, BatchRules] = {}
         # Whisper's prompt tokens: <|startofprev|> opens a prompt, and the no-speech
         # probability is read after <|startoftranscript|> (None: the tokenizer has neither).
         self._sot_prev: int | None = getattr(self.tokenizer, "sot_prev", None)
@@ -126,8 +138,7 @@ class AedDecodeStrategy(IncrementalArStrategy):
         prompt = 1 + self._prompt_limit if self._prompt_limit else 0
         self._row_positions = min(cfg.max_target_positions, prompt + sot + engine_cap)
         self.setup_decoder_kv(self._row_positions, greedy=self.options.beam_size == 1)
-        self._prefixes: dict[str, list[int]] = {}
-        self._id_to_lang = {i: c for c, i in cfg.lang_to_id.items() if i < vocab}
+        self.prompter = WhisperPrompter(cfg, self.tokenizer, self._prompt_limit)
         self._ts_vocab = None
         if cfg.timestamp_begin is not None:
             self._ts_vocab = TimestampVocab(cfg.eos_token_id, cfg.no_timestamps_token_id,
@@ -146,6 +157,9 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     # -- admission ------------------------------------------------------------------------
     def validate_options(self, decoding: Any) -> None:
+        if decoding.hotwords_score is not None:
+            raise ValueError("Whisper's hotwords are a prompt (faster-whisper's); "
+                             "hotwords_score is the CTC / transducer boost: leave it unset")
         super().validate_options(decoding)
         # The checkpoint decides which tasks and languages exist.
         self.cfg.prompt_ids(task=decoding.task, language=decoding.language)
@@ -161,88 +175,51 @@ class AedDecodeStrategy(IncrementalArStrategy):
         if decoding.n_best is not None and decoding.n_best > self.options.beam_size:
             raise ValueError(f"n_best={decoding.n_best} exceeds beam_size="
                              f"{self.options.beam_size}; raise beam_size")
-        if decoding.prompt is not None:
+        if decoding.prompt is not None or WhisperPrompter.hotwords_text(decoding.hotwords):
             if self._sot_prev is None or not hasattr(self.tokenizer, "encode"):
-                raise ValueError("a prompt needs the checkpoint's Whisper tokenizer (with "
-                                 "<|startofprev|>) to encode it; load the model with its "
-                                 "tokenizer")
+                raise ValueError("a prompt or hotwords need the checkpoint's Whisper tokenizer "
+                                 "(with <|startofprev|>) to encode them; load the model with "
+                                 "its tokenizer")
+        if decoding.prompt is not None or decoding.hotwords or decoding.prefix:
             if not self._prompt_limit:
-                raise ValueError("prompts are off in this engine (max_prompt_tokens=0); set "
-                                 "-d max_prompt_tokens=none (Whisper's 223) or a positive "
-                                 "count")
+                raise ValueError("prompts are off in this engine (max_prompt_tokens=0), and a "
+                                 "prompt, hotwords or a prefix take that room; set -d "
+                                 "max_prompt_tokens=none (Whisper's 223) or a positive count")
+        if decoding.prefix and not hasattr(self.tokenizer, "encode"):
+            raise ValueError("a prefix needs the checkpoint's tokenizer to encode it; load the "
+                             "model with its tokenizer")
+        bad = [t for t in decoding.suppress_tokens or () if t >= self.cfg.vocab_size]
+        if bad:
+            raise ValueError(f"suppress_tokens {bad} are not ids of this checkpoint's "
+                             f"{self.cfg.vocab_size}-token vocabulary")
 
     @property
     def _engine_cap(self) -> int:
         cfg = self.engine_config
         return cfg.max_new_tokens if cfg is not None else DEFAULT_MAX_NEW_TOKENS
 
-    def _max_new(self, decoding: Any, prefix: int = 0) -> int:
-        """The request's cap: it lowers the engine's and the decoder's, never raises them (a
-        larger request is clamped and ends with finish_reason "length"). ``prefix``: the
-        prompt tokens before the SOT sequence, which take decoder positions too."""
+    @property
+    def default_length_penalty(self) -> float:
+        return self.options.length_penalty
+
+    def _max_new(self, decoding: Any, reserved: int = 0) -> int:
+        """The request's cap on generated tokens: it lowers the engine's and the decoder's,
+        never raises them (a larger request is clamped and ends with finish_reason "length").
+        ``reserved``: the context and prefix tokens, which take decoder positions too."""
         cap = min(self._engine_cap,
-                  self.cfg.max_target_positions - prefix - len(self.cfg.sot_sequence))
+                  self.cfg.max_target_positions - reserved - len(self.cfg.sot_sequence))
         return cap if decoding.max_new_tokens is None else min(cap, decoding.max_new_tokens)
 
-    def _prefix(self, decoding: Any) -> list[int]:
-        """``<|startofprev|>`` + the last ``max_prompt_tokens`` tokens of ``" " +
-        prompt.strip()`` (openai-whisper's and faster-whisper's encoding), or nothing for no
-        (or a blank) prompt."""
-        text = decoding.prompt
-        if isinstance(text, list):  # token ids: a previous window's, as they were generated
-            return [self._sot_prev, *text[-self._prompt_limit:]] if text else []
-        if text is None or not text.strip():
-            return []
-        ids = self._prefixes.get(text)
-        if ids is None:
-            tokens = list(self.tokenizer.encode(" " + text.strip()))
-            ids = [self._sot_prev, *tokens[-self._prompt_limit:]]
-            self._prefixes[text] = ids
-        return ids
-
     # -- prefill --------------------------------------------------------------------------
-    def detect_language(self, enc: torch.Tensor) -> list[str]:
-        """The most likely language per row from the decoder's first step after SOT."""
-        if not self.cfg.lang_to_id:
-            raise ValueError("language detection needs a multilingual checkpoint")
-        sot = torch.full((enc.shape[0], 1), self.cfg.decoder_start_token_id, device=enc.device)
-        logits = self.model.decoder.forced_logits(enc, sot)[:, 0].float()
-        ids = torch.tensor(sorted(self._id_to_lang), device=enc.device)
-        best = ids[logits.index_select(1, ids).argmax(-1)].tolist()
-        return [self._id_to_lang[i] for i in best]
-
-    def _prompts(self, requests: list[Request], enc: torch.Tensor
-                 ) -> tuple[list[list[int]], list[str | None]]:
-        """Each row's SOT sequence (task, language and prompt mode substituted), and its
-        language."""
-        # Reported as the checkpoint spells its codes, whatever case the request used.
-        langs: list[str | None] = [None if r.decoding.language is None
-                                   else r.decoding.language.strip().lower()
-                                   for r in requests]
-        if self.cfg.is_multilingual:
-            todo = [i for i, lang in enumerate(langs) if lang is None]
-            if todo:
-                idx = torch.tensor(todo, device=enc.device)
-                for i, lang in zip(todo, self.detect_language(enc.index_select(0, idx))):
-                    langs[i] = lang
-        else:
-            langs = ["en" for _ in requests]
-        prompts = [self.cfg.prompt_ids(task=r.decoding.task,
-                                       language=langs[i] if self.cfg.is_multilingual else None)
-                   for i, r in enumerate(requests)]
-        if requests[0].decoding.timestamps:  # begin_offline prefills the two modes apart
-            nots = self.cfg.no_timestamps_token_id
-            prompts = [[t for t in p if t != nots] for p in prompts]
-        return prompts, langs
-
     def prefill_rows(self, requests: list[Request], enc: torch.Tensor,
                      enc_lens: torch.Tensor | None) -> tuple[torch.Tensor, Any, list[ArRow]]:
-        """Prefill one group (``_prefill_groups``): each row's prompt prefix and SOT sequence,
-        left-padded to the longest, so every row's first token sits at position 0."""
-        sots, langs = self._prompts(requests, enc)
-        prefixes = [self._prefix(r.decoding) for r in requests]
-        rows = []
-        for r, lang, prefix in zip(requests, langs, prefixes):
+        """Prefill one group (``_prefill_groups``: one prompt mode, one forced length): each
+        row's context, SOT sequence and forced prefix, left-padded to the longest, so every
+        row's first token sits at position 0."""
+        parts = [self.prompter.parts(r.decoding) for r in requests]
+        langs = self.prompter.languages(self.model.decoder, requests, enc)
+        rows, seqs, sot_len = [], [], 0
+        for r, part, (lang, guess) in zip(requests, parts, langs):
             d = r.decoding
             sampling = None
             if d.sampling:
@@ -251,18 +228,25 @@ class AedDecodeStrategy(IncrementalArStrategy):
                     gen = torch.Generator(device=enc.device)
                     gen.manual_seed(d.seed)
                 sampling = RowSampling(d.temperature, d.top_k, d.top_p, gen)
-            rows.append(ArRow(r, self._max_new(d, len(prefix)), sampling,
-                              {"language": lang, "timestamps": d.timestamps}))
-        seqs = [p + s for p, s in zip(prefixes, sots)]
+            extra = {"language": lang, "timestamps": d.timestamps}
+            if guess is not None:
+                extra["language_guess"] = guess
+            rows.append(ArRow(r, len(part.forced) + self._max_new(d, part.reserved), sampling,
+                              extra, forced=list(part.forced)))
+            sot = self.prompter.sot(d, lang)
+            sot_len = len(sot)  # one prompt mode per prefill: one length
+            seqs.append([*part.context, *sot, *part.forced])
         width = max(len(s) for s in seqs)
         pad = self.cfg.pad_token_id if self.cfg.pad_token_id is not None else self.eos_id
         prompt = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=enc.device)
         starts = torch.tensor([width - len(s) for s in seqs], device=enc.device)
         # Sized on the full SOT sequence so both prompt modes get equal capacity and merge.
-        longest = max(len(p) for p in prefixes)
-        cap = longest + len(self.cfg.sot_sequence) + max(row.max_new for row in rows)
+        longest = max(p.reserved for p in parts)
+        cap = longest + len(self.cfg.sot_sequence) + max(
+            row.max_new - len(row.forced) for row in rows)
         pool = self.kv_pool if self.options.beam_size == 1 else None  # beams stay dense
-        score_at = width - len(sots[0]) if self._no_speech is not None else None
+        # <|startoftranscript|> sits as far from every row's end (one forced length per prefill)
+        score_at = width - len(parts[0].forced) - sot_len if self._no_speech is not None else None
         logits, state, sot_logits = self.model.decoder.prefill_scored(
             enc, prompt, cap, enc_lens, pool=pool, starts=starts, score_at=score_at)
         if sot_logits is not None:
@@ -271,18 +255,34 @@ class AedDecodeStrategy(IncrementalArStrategy):
             no_speech = torch.softmax(sot_logits.float(), dim=-1)[:, self._no_speech]
             for i, row in enumerate(rows):
                 row.extra["no_speech"] = no_speech[i]
+        for i, row in enumerate(rows):
+            if row.forced:
+                row.forced_logps = self._forced_logps(enc[i:i + 1], seqs[i], row.forced)
         return logits, state, rows
+
+    def _forced_logps(self, enc: torch.Tensor, seq: list[int], forced: list[int]
+                      ) -> list[float]:
+        """The model's log-probability of each forced token (the raw logits: a prefix is the
+        caller's, not subject to the rules), from a teacher-forced pass over ``seq``."""
+        logits = self.model.decoder.forced_logits(enc, torch.tensor([seq], device=enc.device))
+        at = len(seq) - len(forced) - 1
+        lp = torch.log_softmax(logits[0, at:at + len(forced)].float(), dim=-1)
+        return lp.gather(1, torch.tensor(forced, device=lp.device)[:, None])[:, 0].tolist()
 
     def _prefill_groups(self, requests: list[Request]) -> list[list[int]]:
         """Rows that prefill together: one prompt mode (the modes' SOT sequences differ in
-        length), and a padded width that leaves every row its own token cap within the row
-        KV reservation. Nearly always one group per mode."""
+        length) and one forced-prefix length (so ``<|startoftranscript|>`` sits in one column),
+        and a padded width that leaves every row its own token cap within the row KV
+        reservation. Nearly always one group per mode."""
         groups: list[list[int]] = []
         sot = len(self.cfg.sot_sequence)
-        modes = (False,) if self.options.beam_size > 1 else (False, True)
+        parts = [self.prompter.parts(r.decoding) for r in requests]
+        modes = sorted({(r.decoding.timestamps, len(p.forced))
+                        for r, p in zip(requests, parts)})
         for mode in modes:
-            idx = [i for i, r in enumerate(requests) if r.decoding.timestamps == mode]
-            size = {i: len(self._prefix(requests[i].decoding)) for i in idx}
+            idx = [i for i, (r, p) in enumerate(zip(requests, parts))
+                   if (r.decoding.timestamps, len(p.forced)) == mode]
+            size = {i: parts[i].reserved for i in idx}
             open_groups: list[tuple[int, int, list[int]]] = []  # (width, max cap, rows)
             for i in sorted(idx, key=lambda j: -size[j]):  # the first row sets the width
                 new = self._max_new(requests[i].decoding, size[i])
@@ -297,7 +297,7 @@ class AedDecodeStrategy(IncrementalArStrategy):
 
     def begin_offline(self, requests: list[Request], enc: torch.Tensor,
                       enc_lens: torch.Tensor | None) -> None:
-        self._prefixes = {}  # encoded prompts live for one admission
+        self.prompter.reset()  # encoded prompts live for one admission
         for idx in self._prefill_groups(requests):
             if len(idx) == len(requests):
                 sub, sub_enc, sub_lens = requests, enc, enc_lens
@@ -314,8 +314,10 @@ class AedDecodeStrategy(IncrementalArStrategy):
                      enc_lens: torch.Tensor | None) -> None:
         logits, state, rows = self.prefill_rows(requests, enc, enc_lens)
         timed = any(r.decoding.word_timestamps for r in requests)
+        first = self.process_logits(logits.float(), first=True,
+                                    grid=[(row, row.forced) for row in rows])
         self.beams.append(ArBeamGroup(
-            rows, state, self.model.decoder, self.process_logits(logits.float(), first=True),
+            rows, state, self.model.decoder, first,
             beam_size=self.options.beam_size, eos_id=self.eos_id,
             length_penalty=self.options.length_penalty,
             keep=self._keep_cross if timed else None,
@@ -330,20 +332,60 @@ class AedDecodeStrategy(IncrementalArStrategy):
                 for i in range(slots.numel())]
 
     # -- steps ----------------------------------------------------------------------------
-    def _suppressed(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        ids = self._suppress_on.get(device)
-        if ids is None:
-            ids = (self._suppress.to(device), self._begin_suppress.to(device))
-            self._suppress_on[device] = ids
-        return ids
+    def rules_of(self, decoding: Any) -> RowRules:
+        """A request's logit rules (``logit_rules.py``), resolved against the checkpoint."""
+        key = (decoding.suppress_tokens, decoding.suppress_blank,
+               decoding.repetition_penalty, decoding.no_repeat_ngram_size)
+        rules = self._row_rules.get(key)
+        if rules is None:
+            ids = decoding.suppress_tokens or ()
+            suppress: set[int] = set()
+            if ids:  # faster-whisper's get_suppressed_tokens
+                suppress = {t for t in ids if t >= 0} | set(self._specials)
+                if CHECKPOINT_SUPPRESS in ids:
+                    suppress |= set(self.cfg.suppress_tokens)
+            begin = self.cfg.begin_suppress_tokens if decoding.suppress_blank else ()
+            rules = RowRules(tuple(sorted(suppress)), tuple(sorted(set(begin))),
+                             decoding.repetition_penalty, decoding.no_repeat_ngram_size)
+            self._row_rules[key] = rules
+        return rules
+
+    def _batch_rules(self, rules: list[RowRules], logits: torch.Tensor) -> BatchRules:
+        """The batch's rules as device tensors, cached: rows sharing one ``RowRules`` (the
+        common case) reuse one instance whatever their count, so a new group or a beam step
+        uploads nothing."""
+        distinct = set(rules)
+        key = (tuple(distinct) if len(distinct) == 1 else tuple(rules), logits.device)
+        built = self._batch_cache.get(key)
+        if built is None:
+            if len(self._batch_cache) > 64:
+                self._batch_cache.clear()
+            built = BatchRules(rules, logits.shape[-1], logits.device)
+            self._batch_cache[key] = built
+        return built
 
     def process_logits(self, logits: torch.Tensor, first: bool,
-                       group: GreedyGroup | None = None) -> torch.Tensor:
-        suppress, begin_suppress = self._suppressed(logits.device)
-        if suppress.numel():
-            logits = logits.index_fill(1, suppress, float("-inf"))
-        if first and begin_suppress.numel():
-            logits = logits.index_fill(1, begin_suppress, float("-inf"))
+                       group: GreedyGroup | None = None,
+                       grid: list[tuple[ArRow, list[int]]] | None = None) -> torch.Tensor:
+        """logits (N, V) float -> ruled logits. The rows are ``group``'s (greedy), or
+        ``grid``'s (beam slots: each one's row and transcript so far), or else all rows
+        follow the default request's rules."""
+        history = lengths = None
+        if group is not None:
+            rules = group.rules
+            if rules is None:
+                rules = group.rules = self._batch_rules(
+                    [self.rules_of(r.request.decoding) for r in group.rows], logits)
+            history, lengths = group.out, group.ngen
+        else:
+            rules = self._batch_rules([self.rules_of(row.request.decoding) for row, _ in grid]
+                                      if grid else [self.rules_of(self._plain)], logits)
+            if grid and rules.reads_history:
+                width = max(1, max(len(tokens) for _, tokens in grid))
+                history = torch.tensor([t + [0] * (width - len(t)) for _, t in grid],
+                                       device=logits.device)
+                lengths = torch.tensor([len(t) for _, t in grid], device=logits.device)
+        logits = rules.apply(logits, first, history, lengths)
         if group is not None and self._ts_vocab is not None:
             rows = [i for i, r in enumerate(group.rows) if r.extra.get("timestamps")]
             if rows:
@@ -351,9 +393,8 @@ class AedDecodeStrategy(IncrementalArStrategy):
                 idx = torch.tensor(rows, device=logits.device)
                 ngen = group.ngen.index_select(0, idx).tolist()
                 out = group.out.index_select(0, idx).tolist()
-                history = [seq[:n] for seq, n in zip(out, ngen)]
-                ruled = apply_timestamp_rules(logits.index_select(0, idx), history,
-                                              self._ts_vocab)
+                seqs = [seq[:n] for seq, n in zip(out, ngen)]
+                ruled = apply_timestamp_rules(logits.index_select(0, idx), seqs, self._ts_vocab)
                 logits = logits.index_copy(0, idx, ruled)
         return logits
 
@@ -367,7 +408,8 @@ class AedDecodeStrategy(IncrementalArStrategy):
             logits = None
             if g.active_rows:  # none when every row finished on its first token
                 logits = self.process_logits(
-                    self.model.decoder.step(g.last, g.state).float(), first=False)
+                    self.model.decoder.step(g.last, g.state).float(), first=False,
+                    grid=g.grid())
             timed: list[tuple[ArRow, RequestOutput, Any]] = []
             for row, tokens, logps, reason, nbest, *kept in g.step(logits):
                 out = self.finish_row(row, tokens, logps, reason)
@@ -524,11 +566,14 @@ class AedDecodeStrategy(IncrementalArStrategy):
         # Whisper's avg_logprob: the mean over the generated tokens (end of text excluded).
         avg_logprob = sum(logps) / len(logps) if logps else None
         no_speech = row.extra.get("no_speech")
+        guess = row.extra.get("language_guess")
         return RequestOutput(
             request_id=row.request.request_id, text=text, token_ids=tokens,
             finish_reason=finish_reason, language=row.extra.get("language"), confidence=conf,
             avg_logprob=avg_logprob, segments=segments, resume_at=resume,
             no_speech_prob=None if no_speech is None else float(no_speech),
             settled_token_ids=settled_ids,
+            language_probability=None if guess is None else guess.probability,
+            all_language_probs=None if guess is None else list(guess.ranked),
             metadata=row.request.metadata,
         )

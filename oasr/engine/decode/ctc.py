@@ -13,6 +13,13 @@ hypothesis' best path as it extends it, and each token's posterior is read at th
 over [t, t + 1]). ``alignment.fill_word_timings`` turns them into words; the frame clock comes
 from the model and the frontend, and a request asking for word timings is refused at admission
 when either does not declare it.
+
+Hotwords (a request's ``hotwords``, each matched token worth ``hotwords_score``, the family's
+by default): the prefix beam with a context graph (``hotwords.py``; WeNet's
+``ctc_prefix_beam_search`` with a context graph, icefall's scoring). Neither native search
+carries the graph, so such a request runs the Python prefix beam of ``ctc_streaming.py`` (the
+same search, pinned equal to the native one without hotwords) on the host; on CUDA that is the
+declared gap ``ctc-hotwords``, counted.
 """
 
 from __future__ import annotations
@@ -24,21 +31,33 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from oasr import ops
 from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_timings
-from oasr.engine.decode.ctc_streaming import CtcStreamingSession
+from oasr.engine.decode.ctc_streaming import CtcPrefixBeamStream, CtcStreamingSession
+from oasr.engine.decode.encoder_chunks import EncoderChunkOptions
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
+from oasr.engine.decode.hotwords import ContextGraph, build_context
 from oasr.engine.decode.options import option
 from oasr.engine.request import Request, RequestOutput
 from oasr.native import native
 from oasr.ops import CUDA, route
+from oasr.ops.counting import count
 
 # The GPU search registers when its binding is imported, at the first routed call.
 _CTC_SEARCH = route("ctc_prefix_beam", "ctc-beam-width", scope=CUDA,
                     provider="oasr.kernels.ctc_cuda")
+CTC_HOTWORDS = ops.declare_gap(ops.KernelGap(
+    id="ctc-hotwords",
+    what="CTC prefix beam search with hotwords (a context graph per prefix): neither the CUDA "
+         "kernel nor the C++ CPU search carries the graph",
+    fix="carry a context-graph state and bonus per prefix in oasr/csrc/kernels/ctc/"
+        "prefix_beam.cuh and csrc/ctc/prefix_beam.h (the Python prefix beam serves it)",
+))
+DEFAULT_HOTWORDS_SCORE = 1.5  # sherpa-onnx's default bonus per token
 
 
 @dataclass
-class CtcOptions:
+class CtcOptions(EncoderChunkOptions):
     beam_size: int = option(10, doc="Prefix beam width: each frame's top beam_size tokens extend "
                                     "the top beam_size prefixes (WeNet's "
                                     "ctc_prefix_beam_search); 1 is the greedy best path.")
@@ -48,9 +67,14 @@ class CtcOptions:
                                                   "never skips.")
     nbest: int = option(1, doc="Hypotheses returned per row (<= beam_size); > 1 fills "
                                "nbest_texts. A request's n_best overrides it.")
+    hotwords_score: float = option(DEFAULT_HOTWORDS_SCORE,
+                                   doc="Bonus per matched token of a request's hotwords (a "
+                                       "request's hotwords_score overrides it).")
 
     def validate(self) -> None:
         validate_search(self.beam_size, self.blank_skip_threshold)
+        if self.hotwords_score < 0:
+            raise ValueError(f"hotwords_score must be >= 0, got {self.hotwords_score}")
         if not 1 <= self.nbest <= self.beam_size:
             raise ValueError(f"nbest must be in [1, beam_size={self.beam_size}], got "
                              f"{self.nbest}")
@@ -99,6 +123,46 @@ def cuda_search(log_probs: torch.Tensor, lens: torch.Tensor | None, blank: int, 
         return None
     return search(log_probs, lens, blank=blank, beam_size=beam_size,
                   blank_skip_threshold=blank_skip_threshold, nbest=nbest)
+
+
+@dataclass
+class BoostedHypothesis:
+    """A hotword-boosted search's hypothesis, shaped as the native ``Hypothesis``."""
+
+    tokens: np.ndarray
+    frames: np.ndarray
+    probs: np.ndarray
+    score: float
+
+
+def boosted_search(log_probs: np.ndarray, num_frames: int, blank: int, beam_size: int,
+                   context: ContextGraph, nbest: int) -> list[BoostedHypothesis]:
+    """One row's prefix beam (T, V) over its first ``num_frames`` frames with ``context``."""
+    search = CtcPrefixBeamStream(beam_size, blank, context)
+    search.feed(log_probs[:num_frames])
+    return [BoostedHypothesis(np.asarray(h.tokens, dtype=np.int64),
+                              np.asarray(h.frames, dtype=np.int64),
+                              np.asarray(h.probs, dtype=np.float64), h.score)
+            for h in search.nbest(nbest)]
+
+
+class ContextCache:
+    """Requests' context graphs, built once per (hotwords, score) and tokenizer."""
+
+    def __init__(self, tokenizer: Any, default_score: float) -> None:
+        self.tokenizer = tokenizer
+        self.default_score = default_score
+        self._graphs: dict[tuple, ContextGraph | None] = {}
+
+    def get(self, decoding: Any) -> ContextGraph | None:
+        score = (self.default_score if decoding.hotwords_score is None
+                 else decoding.hotwords_score)
+        key = (decoding.hotwords, score)
+        if key not in self._graphs:
+            if len(self._graphs) > 256:
+                self._graphs.clear()
+            self._graphs[key] = build_context(self.tokenizer, decoding.hotwords, score)
+        return self._graphs[key]
 
 
 def best_of(row: Sequence[Any]) -> Any:
@@ -155,10 +219,29 @@ class CtcDecodeStrategy(FrameSyncStrategy):
     options_cls = CtcOptions
     selective_options: ClassVar[tuple[str, ...]] = ()
     streaming_session = CtcStreamingSession
+    selective_options: ClassVar[tuple[str, ...]] = ("hotwords", "hotwords_score")
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or CtcOptions(), **kwargs)
         self.blank = int(model.config.blank_id)  # required by the capability check
+        # A subclass that does not declare hotwords (the rescoring family) refuses them.
+        self.contexts = (ContextCache(self.tokenizer, self.options.hotwords_score)
+                         if "hotwords" in self.selective_options else None)
+
+    def validate_options(self, decoding: Any) -> None:
+        super().validate_options(decoding)
+        if self.contexts is None:
+            return
+        if decoding.hotwords_score is not None and not decoding.hotwords:
+            raise ValueError("hotwords_score boosts a request's hotwords; it sets none")
+        if self.contexts.get(decoding) is None:  # builds (and checks) the phrases
+            return
+        if self.options.beam_size < 2:
+            raise ValueError("hotwords boost the prefix beam search; this engine decodes "
+                             "greedy (beam_size=1): set -d beam_size=10")
+        if self.options.blank_skip_threshold < 1.0:
+            raise ValueError("hotword rows run the Python prefix beam, which skips no blank "
+                             "frames: set -d blank_skip_threshold=1.0")
 
     def n_best_limit(self) -> tuple[int, str]:
         return self.options.beam_size, "raise beam_size"
@@ -189,4 +272,15 @@ class CtcDecodeStrategy(FrameSyncStrategy):
         """log_probs (B, T', V), lens (B,) encoder frames -> one output per request."""
         wanted = [r.decoding.n_best or self.options.nbest for r in requests]
         n, hyps = self.search(log_probs, lens, max(wanted))
+        contexts = self.contexts
+        boosted = [] if contexts is None else [
+            (b, c) for b, c in enumerate(contexts.get(r.decoding) for r in requests)
+            if c is not None]
+        if boosted:
+            lp, _ = host_log_probs(log_probs, lens)
+            for b, context in boosted:
+                if log_probs.is_cuda:
+                    count(("gap", CTC_HOTWORDS.id))
+                hyps[b] = boosted_search(lp[b], int(n[b]), self.blank, self.options.beam_size,
+                                         context, wanted[b])
         return self.build_outputs(requests, hyps, n, wanted)

@@ -17,7 +17,7 @@ winning hypothesis' CTC emitting frames and posteriors, as in ``ctc``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -61,6 +61,7 @@ class CtcAedRescoringStrategy(CtcDecodeStrategy):
     capability = "ctc_aed_rescoring"
     options_cls = CtcAedRescoringOptions
     streaming_session = None  # the rescoring pass reads a whole utterance's n-best: not chunk-wise
+    selective_options: ClassVar[tuple[str, ...]] = ()  # no hotwords: rescoring would undo them
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or CtcAedRescoringOptions(), **kwargs)

@@ -11,6 +11,13 @@ here: it decides per frame from the next frame, which a chunk boundary hides.
 ``CtcStreamingSession`` is the ``ctc`` family's streaming session (``oasr.engine.decode.
 streaming``): the model's CTC head (``ctc_log_probs``) over a cohort's encoder output, then
 each stream's greedy or prefix-beam search (the family's ``beam_size``).
+
+Hotwords (``context``, a ``hotwords.ContextGraph``): the prefix beam as WeNet runs it with a
+context graph. A prefix carries the graph state its tokens reached and the bonus they earned;
+the beam is pruned on acoustic score + bonus, the acoustic scores themselves stay pure. The
+final ranking takes back the bonus of a phrase still half matched (``ContextGraph.finish``),
+as icefall's finalization does, and reports score + bonus. Without a context the search is
+unchanged. The ``ctc`` family decodes a request with hotwords through this search.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from oasr.engine.decode.hotwords import ROOT, ContextGraph
 from oasr.engine.decode.streaming import StreamingSession
 
 NEG_INF = -math.inf
@@ -92,6 +100,8 @@ class _Prefix:
     vnb: float = NEG_INF
     frames_b: tuple[tuple[int, float], ...] = ()  # (frame, posterior) per token
     frames_nb: tuple[tuple[int, float], ...] = ()
+    ctx_state: int = ROOT  # hotwords: the context graph state the prefix reached
+    ctx_score: float = 0.0  # and the bonus its tokens earned
 
     @property
     def score(self) -> float:
@@ -101,11 +111,13 @@ class _Prefix:
 class CtcPrefixBeamStream:
     """The prefix beam, one frame at a time, its beam kept between chunks."""
 
-    def __init__(self, beam_size: int, blank: int = 0) -> None:
+    def __init__(self, beam_size: int, blank: int = 0,
+                 context: ContextGraph | None = None) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
         self.beam_size = beam_size
         self.blank = blank
+        self.context = context
         self.reset()
 
     def reset(self) -> None:
@@ -123,10 +135,16 @@ class CtcPrefixBeamStream:
         top = np.argsort(-row, kind="stable")[:k]  # descending; a tie goes to the lower id
         nxt: dict[tuple[int, ...], _Prefix] = {}
 
-        def get(key: tuple[int, ...]) -> _Prefix:
+        def get(key: tuple[int, ...], parent: _Prefix, label: int | None = None) -> _Prefix:
+            """``key``'s entry; a new one inherits ``parent``'s context, moved by ``label``
+            when ``key`` extends the parent's prefix by it (every way into a key comes from
+            the same prefix, so a key has one context)."""
             p = nxt.get(key)
             if p is None:
-                p = nxt[key] = _Prefix()
+                p = nxt[key] = _Prefix(ctx_state=parent.ctx_state, ctx_score=parent.ctx_score)
+                if label is not None and self.context is not None:
+                    bonus, p.ctx_state = self.context.step(parent.ctx_state, label)
+                    p.ctx_score += bonus
             return p
 
         for u in top.tolist():
@@ -135,34 +153,43 @@ class CtcPrefixBeamStream:
                 v_any, f_any = ((cur.vb, cur.frames_b) if cur.vb >= cur.vnb
                                 else (cur.vnb, cur.frames_nb))
                 if u == self.blank:
-                    n = get(h)
+                    n = get(h, cur)
                     n.pb = _logaddexp(n.pb, cur.score + p)
                     if v_any + p > n.vb:
                         n.vb, n.frames_b = v_any + p, f_any
                 elif h and u == h[-1]:
-                    n = get(h)
+                    n = get(h, cur)
                     n.pnb = _logaddexp(n.pnb, cur.pnb + p)
                     if cur.vnb + p > n.vnb:
                         n.vnb, n.frames_nb = cur.vnb + p, cur.frames_nb
-                    e = get(h + (u,))
+                    e = get(h + (u,), cur, u)
                     e.pnb = _logaddexp(e.pnb, cur.pb + p)
                     if cur.vb + p > e.vnb:
                         e.vnb, e.frames_nb = cur.vb + p, cur.frames_b + ((t, math.exp(p)),)
                 else:
-                    e = get(h + (u,))
+                    e = get(h + (u,), cur, u)
                     e.pnb = _logaddexp(e.pnb, cur.score + p)
                     if v_any + p > e.vnb:
                         e.vnb, e.frames_nb = v_any + p, f_any + ((t, math.exp(p)),)
         live = [(h, q) for h, q in nxt.items() if q.score > NEG_INF]
-        live.sort(key=lambda hq: -hq[1].score)  # stable: first touched wins a tie
+        # stable: first touched wins a tie (no context: a bonus of 0.0 changes no score)
+        live.sort(key=lambda hq: -(hq[1].score + hq[1].ctx_score))
         self.beam = live[:self.beam_size]
 
     def nbest(self, n: int | None = None) -> list[CtcHypothesis]:
+        ranked = self.beam
+        if self.context is not None:  # a half-matched phrase earns nothing in the end
+            finish = self.context.finish
+            ranked = sorted(ranked, key=lambda hq: -(hq[1].score + hq[1].ctx_score
+                                                     + finish(hq[1].ctx_state)))
         out = []
-        for h, q in self.beam[:n or self.beam_size]:
+        for h, q in ranked[:n or self.beam_size]:
             path = q.frames_b if q.vb >= q.vnb else q.frames_nb
+            score = q.score
+            if self.context is not None:
+                score += q.ctx_score + self.context.finish(q.ctx_state)
             out.append(CtcHypothesis(list(h), [f for f, _ in path], [p for _, p in path],
-                                     q.score))
+                                     score))
         return out
 
     def best(self) -> CtcHypothesis:

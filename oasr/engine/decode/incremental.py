@@ -13,6 +13,10 @@ row; a sampled row draws on the device, ``sampling.py``). A family implements
 ``prefill_rows`` (prompt + state), ``process_logits`` (suppression), ``eos_id`` and
 ``finish_row`` (detokenize).
 
+A row may start with forced tokens (``ArRow.forced``: Whisper's prefix), written as already
+generated. A family that ``serves_best_of`` decodes a sampled request with ``best_of > 1`` as
+that many candidate rows and keeps the best (``candidates.py``).
+
 Decoder KV storage (``setup_decoder_kv``): ``dense`` or ``paged`` on the engine's one
 ``BlockPool`` (``oasr.cache.kv_budget``), admission bounded by ``decode_kv_budget_gib``
 (``admit_limit``), and, on CUDA over paged storage, steps replayed from CUDA graphs
@@ -30,6 +34,7 @@ import torch
 from oasr.cache.kv_budget import DecoderKvBudget, resolve_kv_storage
 from oasr.engine.config import EngineConfig
 from oasr.engine.decode.base import DecodeStrategy
+from oasr.engine.decode.candidates import CandidateSet
 from oasr.engine.decode.sampling import RowSampling, select_next_tokens
 from oasr.engine.decoder_graph import DecoderStepGraphs
 from oasr.engine.request import Request, RequestOutput
@@ -41,9 +46,13 @@ class ArRow:
     """Host-side bookkeeping of one request in a decode group."""
 
     request: Request
-    max_new: int
+    max_new: int  # tokens the row may hold, its forced ones included
     sampling: RowSampling | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The transcript's first tokens, forced (Whisper's prefix), and the model's log-probability
+    # of each; the row starts with them as generated.
+    forced: list[int] = field(default_factory=list)
+    forced_logps: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -61,6 +70,9 @@ class GreedyGroup:
     since_check: int = 0
     # Rows whose output has gone out; they idle (feeding EOS) until the group is compacted.
     emitted: list[bool] = field(default_factory=list)
+    # The family's per-row logit rules as device tensors, built on first use; a selected or
+    # merged group builds its own.
+    rules: Any = None
 
     def __post_init__(self) -> None:
         if not self.emitted:
@@ -83,10 +95,17 @@ class GreedyGroup:
         )
 
     def merge(self, other: GreedyGroup) -> GreedyGroup:
+        # Token buffers widen to the wider group's (rows with forced tokens hold more).
+        width = max(self.out.shape[1], other.out.shape[1])
+
+        def cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]))
+                              for t in (a, b)])
+
         return GreedyGroup(
             self.rows + other.rows, self.state.merge(other.state),
-            torch.cat([self.last, other.last]), torch.cat([self.out, other.out]),
-            torch.cat([self.logp, other.logp]), torch.cat([self.ngen, other.ngen]),
+            torch.cat([self.last, other.last]), cat(self.out, other.out),
+            cat(self.logp, other.logp), torch.cat([self.ngen, other.ngen]),
             torch.cat([self.done, other.done]), torch.cat([self.max_new, other.max_new]),
             min(self.since_check, other.since_check), self.emitted + other.emitted,
         )
@@ -126,6 +145,8 @@ class IncrementalArStrategy(DecodeStrategy):
 
     incremental: ClassVar[bool] = True
     consumes = "hidden"
+    # Whether a sampled request's best_of > 1 is decoded as candidates (else refused).
+    serves_best_of: ClassVar[bool] = False
 
     options: IncrementalArOptions
 
@@ -144,6 +165,10 @@ class IncrementalArStrategy(DecodeStrategy):
         self.step_graphs: DecoderStepGraphs | None = None
         self.eos_check_interval = self._resolve_eos_check_interval()
         self._stop_on: dict[torch.device, torch.Tensor] = {}
+        # best_of: candidate copies awaiting their prefill -> (set, index), and the sets whose
+        # candidates wait for KV room.
+        self._candidate_of: dict[int, tuple[CandidateSet, int]] = {}
+        self._waiting_sets: list[CandidateSet] = []
 
     # -- family hooks ---------------------------------------------------------------------
     eos_id: int = -1  # what a finished row feeds until compaction
@@ -165,6 +190,17 @@ class IncrementalArStrategy(DecodeStrategy):
     def after_finish(self, group: GreedyGroup, indices: list[int],
                      outputs: list[RequestOutput]) -> None:
         """Called with the rows finishing now while their state is still in ``group``."""
+
+    @property
+    def default_length_penalty(self) -> float:
+        """The ranking exponent of best_of candidates when a request sets none."""
+        return 1.0
+
+    def validate_options(self, decoding: Any) -> None:
+        super().validate_options(decoding)
+        if decoding.sampling and decoding.best_of > 1 and not self.serves_best_of:
+            raise ValueError(f"decode family {self.name!r} samples one candidate per request; "
+                             "best_of > 1 is not served: set best_of=1")
 
     # -- options shared by incremental families -------------------------------------------
     def _resolve_eos_check_interval(self) -> int:
@@ -238,10 +274,21 @@ class IncrementalArStrategy(DecodeStrategy):
         return 1
 
     def admit_limit(self) -> int | None:
+        rows = self._row_room()
+        if rows is None:
+            return None
+        # Waiting candidates are owed the room first.
+        return max(0, rows - self._waiting_rows) // self.rows_per_request
+
+    def _row_room(self) -> int | None:
+        """Rows the decoder-KV budget can take now (``None``: no limit)."""
         if self.kv_budget is None:
             return None
-        rows = self.kv_budget.admit_limit(self.held_rows)
-        return None if rows is None else rows // self.rows_per_request
+        return self.kv_budget.admit_limit(self.held_rows)
+
+    @property
+    def _waiting_rows(self) -> int:
+        return sum(len(cs.waiting) for cs in self._waiting_sets)
 
     def decoder_step(self, tokens: torch.Tensor, state: Any) -> torch.Tensor:
         """One decoder step, replayed from a CUDA graph when the state's shape allows."""
@@ -252,7 +299,14 @@ class IncrementalArStrategy(DecodeStrategy):
     # -- the protocol ---------------------------------------------------------------------
     def begin_offline(self, requests: list[Request], enc: torch.Tensor,
                       enc_lens: torch.Tensor | None) -> None:
+        requests, enc, enc_lens = self._expand_candidates(requests, enc, enc_lens)
         logits, state, rows = self.prefill_rows(requests, enc, enc_lens)
+        for row in rows:
+            entry = self._candidate_of.pop(id(row.request), None)
+            if entry is not None:
+                row.extra["candidate"] = entry
+                if entry[0].language is None:
+                    entry[0].language = row.extra.get("language")
         dev = logits.device
         b = len(rows)
         cap = max(r.max_new for r in rows)
@@ -267,10 +321,88 @@ class IncrementalArStrategy(DecodeStrategy):
             done=torch.zeros(b, dtype=torch.bool, device=dev),
             max_new=torch.tensor([r.max_new for r in rows], device=dev),
         )
+        width = max(len(r.forced) for r in rows)
+        if width:  # forced tokens stand as generated: one copy per prefill
+            toks = [r.forced + [self.eos_id] * (width - len(r.forced)) for r in rows]
+            lps = [r.forced_logps + [0.0] * (width - len(r.forced)) for r in rows]
+            group.out[:, :width] = torch.tensor(toks, device=dev)
+            group.logp[:, :width] = torch.tensor(lps, dtype=torch.float32, device=dev)
+            group.ngen.copy_(torch.tensor([len(r.forced) for r in rows], device=dev))
         self._emit(group, logits, first=True)
         self._absorb(group)
 
+    # -- best_of candidates ---------------------------------------------------------------
+    def _expand_candidates(self, requests: list[Request], enc: torch.Tensor,
+                           enc_lens: torch.Tensor | None
+                           ) -> tuple[list[Request], torch.Tensor, torch.Tensor | None]:
+        """Each sampled request with ``best_of = n > 1`` becomes candidate copies: as many as
+        the KV budget has room for now (every request keeps at least one), the rest wait."""
+        wants = [r.decoding.best_of if r.decoding.sampling else 1 for r in requests]
+        if max(wants) <= 1:
+            return requests, enc, enc_lens
+        room = self._row_room()
+        spare = None if room is None else max(0, room - len(requests))
+        out: list[Request] = []
+        rows: list[int] = []
+        for i, (r, n) in enumerate(zip(requests, wants)):
+            if n <= 1:
+                out.append(r)
+                rows.append(i)
+                continue
+            lp = r.decoding.length_penalty
+            cs = CandidateSet(r, n, self.default_length_penalty if lp is None else lp)
+            start = n if spare is None else 1 + min(n - 1, spare)
+            if spare is not None:
+                spare -= start - 1
+            for c in range(start):
+                copy = cs.copy(c)
+                self._candidate_of[id(copy)] = (cs, c)
+                out.append(copy)
+                rows.append(i)
+            cs.waiting = list(range(start, n))
+            if cs.waiting:
+                cs.enc = enc[i:i + 1].clone()
+                cs.enc_lens = None if enc_lens is None else enc_lens[i:i + 1].clone()
+                self._waiting_sets.append(cs)
+        idx = torch.tensor(rows, device=enc.device)
+        return (out, enc.index_select(0, idx),
+                None if enc_lens is None else enc_lens.index_select(0, idx))
+
+    def _start_waiting(self) -> None:
+        """Prefill waiting candidates as far as the KV room allows (the family's
+        ``begin_offline``, one prefill per request)."""
+        while self._waiting_sets:
+            cs = self._waiting_sets[0]
+            room = self._row_room()
+            take = len(cs.waiting) if room is None else min(room, len(cs.waiting))
+            if take <= 0:
+                return
+            idx, cs.waiting = cs.waiting[:take], cs.waiting[take:]
+            enc = cs.enc.expand(take, *cs.enc.shape[1:]).contiguous()
+            lens = None if cs.enc_lens is None else cs.enc_lens.expand(take).contiguous()
+            if not cs.waiting:
+                self._waiting_sets.pop(0)
+                cs.enc = cs.enc_lens = None
+            copies = []
+            for c in idx:
+                copy = cs.copy(c)
+                self._candidate_of[id(copy)] = (cs, c)
+                copies.append(copy)
+            self.begin_offline(copies, enc, lens)
+
+    def _settle(self, row: ArRow, out: RequestOutput, logp_sum: float
+                ) -> tuple[RequestOutput, ArRow] | None:
+        """A finished row's output to emit (a candidate's: its set's winner, once all are
+        in; ``None`` until then)."""
+        entry = row.extra.get("candidate")
+        if entry is None:
+            return out, row
+        cs, index = entry
+        return cs.add(cs.score(logp_sum, len(out.token_ids)), index, out, row)
+
     def advance(self, budget: StepBudget) -> list[RequestOutput]:
+        if self._waiting_sets:
+            self._start_waiting()
         while self.groups and budget.take():
             self._turn = (self._turn + 1) % len(self.groups)
             g = self.groups[self._turn]
@@ -283,11 +415,11 @@ class IncrementalArStrategy(DecodeStrategy):
         return out
 
     def has_pending(self) -> bool:
-        return bool(self.groups) or bool(self._finished)
+        return bool(self.groups) or bool(self._finished) or bool(self._waiting_sets)
 
     @property
     def active_rows(self) -> int:
-        return sum(g.live for g in self.groups)
+        return sum(g.live for g in self.groups) + self._waiting_rows
 
     # -- internals ------------------------------------------------------------------------
     def _emit(self, g: GreedyGroup, logits: torch.Tensor, first: bool) -> None:
@@ -352,22 +484,38 @@ class IncrementalArStrategy(DecodeStrategy):
         toks = g.out[finished].tolist()
         lps = g.logp[finished].tolist()
         outs: list[RequestOutput] = []
+        emitted: list[int] = []
         for j, i in enumerate(finished):
             n = ngen[i]
             tokens, logps = toks[j][:n], lps[j][:n]
+            ended = 0.0  # the end of text's log-probability (a candidate's score counts it)
             if i in reasons:
                 period, copies = trailing_repeats(tokens)
                 cut = n - (copies - 1) * period
                 tokens, logps = tokens[:cut], logps[:cut]
                 reason = "repetition"
             elif tokens and tokens[-1] in (self.stop_ids or (self.eos_id,)):
+                ended = logps[-1]
                 tokens, logps = tokens[:-1], logps[:-1]
                 reason = "stop"
             else:
                 reason = "length"
-            outs.append(self.finish_row(g.rows[i], tokens, logps, reason))
             g.emitted[i] = True
-        self.after_finish(g, finished, outs)
+            row = g.rows[i]
+            settled = self._settle(row, self.finish_row(row, tokens, logps, reason),
+                                   sum(logps) + ended)
+            if settled is None:
+                continue
+            out, winner = settled
+            if winner is not row:
+                # The winner's row may be gone: this row (the same request's encoder output)
+                # serves what after_finish reads of it.
+                row.extra.pop("align", None)
+                if "align" in winner.extra:
+                    row.extra["align"] = winner.extra["align"]
+            outs.append(out)
+            emitted.append(i)
+        self.after_finish(g, emitted, outs)
         self._finished += outs
         g.state.release_rows(finished)  # paged: the blocks are free for admission now
         live = [i for i, e in enumerate(g.emitted) if not e]

@@ -1,8 +1,7 @@
 """Per-family options: one dataclass per decode family, reached as ``--decode-option k=v``.
 
-Declare a field with ``option(default, doc=..., legacy=...)``. Resolution order is the
-dataclass defaults, then a deprecated flat ``EngineConfig`` attribute named by ``legacy``, then
-``EngineConfig.decode_options``; an unknown key raises naming the valid ones. A ``k=v`` string
+Declare a field with ``option(default, doc=...)``. Resolution order is the dataclass defaults,
+then ``EngineConfig.decode_options``; an unknown key raises naming the valid ones. A ``k=v`` string
 is typed from the field's annotation (``Optional[int]`` takes ``4`` as the int and ``none`` as
 ``None``); a type a string cannot spell is refused by name.
 """
@@ -20,9 +19,9 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def option(default: Any, *, doc: str, legacy: str | None = None) -> Any:
-    """A documented options-dataclass field (``legacy``: a deprecated EngineConfig attribute)."""
-    meta = {"doc": doc, "legacy": legacy}
+def option(default: Any, *, doc: str) -> Any:
+    """A documented options-dataclass field."""
+    meta = {"doc": doc}
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -126,9 +125,8 @@ def parse_decode_option(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def resolve_options(options_cls: type | None, overrides: dict[str, Any] | None = None,
-                    legacy_source: Any = None) -> Any:
-    """Build the family's options: defaults -> ``legacy`` attributes -> ``overrides``."""
+def resolve_options(options_cls: type | None, overrides: dict[str, Any] | None = None) -> Any:
+    """Build the family's options: the dataclass defaults, then ``overrides``."""
     overrides = dict(overrides or {})
     if options_cls is None:
         if overrides:
@@ -136,13 +134,7 @@ def resolve_options(options_cls: type | None, overrides: dict[str, Any] | None =
                 f"this decode family takes no options, got {', '.join(sorted(overrides))}"
             )
         return None
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(options_cls):
-        legacy = f.metadata.get("legacy")
-        if legacy and legacy_source is not None and hasattr(legacy_source, legacy):
-            values[f.name] = coerce_option(options_cls, f.name, getattr(legacy_source, legacy))
-    for key, value in overrides.items():
-        values[key] = coerce_option(options_cls, key, value)
+    values = {key: coerce_option(options_cls, key, value) for key, value in overrides.items()}
     opts = options_cls(**values)
     if isinstance(opts, ValidatedOptions):
         opts.validate()

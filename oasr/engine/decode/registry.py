@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from oasr.engine.decode.base import DecodeStrategy, check_contract
+from oasr.engine.decode.encoder_chunks import configure_encoder_chunks
 from oasr.engine.decode.options import resolve_options
 from oasr.models.interfaces import require_capability
 from oasr.registry import Registry
@@ -24,6 +25,7 @@ DECODE_STRATEGIES.register(
 DECODE_STRATEGIES.register("transducer", "oasr.engine.decode.transducer:TransducerDecodeStrategy")
 # Token-and-duration transducers (Parakeet TDT).
 DECODE_STRATEGIES.register("tdt", "oasr.engine.decode.tdt:TdtDecodeStrategy")
+# Paraformer's one-pass non-autoregressive decode.
 DECODE_STRATEGIES.register("paraformer", "oasr.engine.decode.paraformer:ParaformerDecodeStrategy")
 
 
@@ -52,7 +54,8 @@ def build_decode_strategy(name: str, model: Any, options: Any = None,
     check_contract(cls)  # a lazily registered family is checked when first built
     require_capability(model, cls.capability or name)
     if options is None or isinstance(options, dict):
-        options = resolve_options(cls.options_cls, options, kwargs.get("engine_config"))
+        options = resolve_options(cls.options_cls, options)
+    configure_encoder_chunks(model, options)
     return cls(model, options, **kwargs)
 
 

@@ -9,6 +9,9 @@ beam search (one label per frame), which needs a label-window predictor
 (``TransducerPredictor.label_window``): a recurrent predictor refuses it at construction,
 naming the fix.
 
+A request's ``hotwords`` boost modified beam search (``transducer_search``; each matched token
+worth ``hotwords_score``, the family's by default); greedy search refuses them.
+
 Word timings come from the emission frames the search records: a label's span runs from its
 emitting frame to the next label's, and its posterior is the joiner's softmax at emission.
 """
@@ -22,7 +25,8 @@ from typing import Any, ClassVar
 import torch
 
 from oasr.engine.decode.alignment import emission_spans, fill_word_timings
-from oasr.engine.decode.ctc import mean_posterior
+from oasr.engine.decode.ctc import DEFAULT_HOTWORDS_SCORE, ContextCache, mean_posterior
+from oasr.engine.decode.encoder_chunks import EncoderChunkOptions
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
 from oasr.engine.decode.transducer_fused import FusedGreedy
@@ -40,7 +44,7 @@ __all__ = ["TransducerDecodeStrategy", "TransducerOptions"]
 
 
 @dataclass
-class TransducerOptions:
+class TransducerOptions(EncoderChunkOptions):
     beam_size: int = option(1, doc="1: greedy search; > 1: icefall's modified beam search "
                                    "with this many hypotheses (one label per frame).")
     max_sym_per_frame: int = option(1, doc="Greedy only: labels a frame may emit before the "
@@ -53,6 +57,9 @@ class TransducerOptions:
                                     "the whole search in one call (greedy_decode.cuh; on CUDA "
                                     "one launch per batch). Off by default: slower than the "
                                     "batched loop on CPU past 4 rows, not yet run on a GPU.")
+    hotwords_score: float = option(DEFAULT_HOTWORDS_SCORE,
+                                   doc="Bonus per matched token of a request's hotwords (a "
+                                       "request's hotwords_score overrides it).")
 
     def validate(self) -> None:
         if self.beam_size < 1:
@@ -62,6 +69,8 @@ class TransducerOptions:
         if not 1 <= self.nbest <= self.beam_size:
             raise ValueError(f"nbest must be in [1, beam_size={self.beam_size}], got "
                              f"{self.nbest}")
+        if self.hotwords_score < 0:
+            raise ValueError(f"hotwords_score must be >= 0, got {self.hotwords_score}")
 
 
 class TransducerDecodeStrategy(FrameSyncStrategy):
@@ -73,9 +82,11 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
     options_cls = TransducerOptions
     selective_options: ClassVar[tuple[str, ...]] = ()
     streaming_session = TransducerStreamingSession
+    selective_options: ClassVar[tuple[str, ...]] = ("hotwords", "hotwords_score")
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
         super().__init__(model, options or TransducerOptions(), **kwargs)
+        self.contexts = ContextCache(self.tokenizer, self.options.hotwords_score)
         self.predictor = model.predictor
         self.joiner = model.joiner
         self.unk_id = getattr(model.config, "unk_id", None)
@@ -95,12 +106,17 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         # the joint reads on each request's language (``model.apply_prompt``)
         self.prompted = "language" in getattr(model, "encoder_options", dict)()
         if self.prompted:
-            self.selective_options = ("language",)
+            self.selective_options = ("language", *self.selective_options)
 
     def validate_options(self, decoding: Any) -> None:
         super().validate_options(decoding)
         if self.prompted and decoding.language is not None:
             self.model.prompt_slots([decoding.language])  # an unknown language raises
+        if decoding.hotwords_score is not None and not decoding.hotwords:
+            raise ValueError("hotwords_score boosts a request's hotwords; it sets none")
+        if self.contexts.get(decoding) is not None and self.options.beam_size < 2:
+            raise ValueError("hotwords boost modified beam search; this engine decodes greedy "
+                             "(beam_size=1): set -d beam_size=4")
 
     def condition(self, hidden: torch.Tensor, languages: list[str | None]) -> torch.Tensor:
         """The encoder frames the joint reads: prompted on each row's language, if the model
@@ -110,9 +126,10 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
     def n_best_limit(self) -> tuple[int, str]:
         return self.options.beam_size, "raise beam_size"
 
-    def search(self, hidden: torch.Tensor, lens: torch.Tensor | None, nbest: int
-               ) -> list[list[TransducerHypothesis]]:
-        """hidden (B, T', C), lens (B,) -> per row up to ``nbest`` hypotheses, best first."""
+    def search(self, hidden: torch.Tensor, lens: torch.Tensor | None, nbest: int,
+               contexts: list[Any] | None = None) -> list[list[TransducerHypothesis]]:
+        """hidden (B, T', C), lens (B,) -> per row up to ``nbest`` hypotheses, best first;
+        ``contexts``: per row its hotwords graph (beam search only)."""
         if lens is None:
             lens = torch.full((hidden.shape[0],), hidden.shape[1], dtype=torch.int64)
         opt = self.options
@@ -128,7 +145,8 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
                                  max_sym_per_frame=opt.max_sym_per_frame, unk_id=self.unk_id)
             return [[h] for h in hyps]
         return modified_beam_search(self.predictor, self.joiner, hidden, lens,
-                                    beam=opt.beam_size, n_best=nbest, unk_id=self.unk_id)
+                                    beam=opt.beam_size, n_best=nbest, unk_id=self.unk_id,
+                                    contexts=contexts)
 
     def _use_fused(self, hidden: torch.Tensor) -> bool:
         if not self.options.fused:
@@ -166,7 +184,9 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         """hidden (B, T', C), lens (B,) encoder frames -> one output per request."""
         wanted = [r.decoding.n_best or self.options.nbest for r in requests]
         hidden = self.condition(hidden, [r.decoding.language for r in requests])
-        rows = self.search(hidden, lens, max(wanted))
+        contexts = [self.contexts.get(r.decoding) for r in requests]
+        rows = self.search(hidden, lens, max(wanted),
+                           contexts if any(c is not None for c in contexts) else None)
         frames = ([hidden.shape[1]] * hidden.shape[0] if lens is None
                   else lens.detach().cpu().tolist())
         clock = self.clock

@@ -10,14 +10,24 @@ emitted it (``frames``), which is what word timings are aligned from.
 ``predictor`` is a ``TransducerPredictor`` whose state is a label window (B, context) and
 ``joiner`` an additive joiner with ``project_encoder`` / ``project_decoder``
 (``oasr.models.transducer.stateless``).
+
+Hotwords (``contexts``: a ``hotwords.ContextGraph`` per row, or None): icefall's
+``modified_beam_search`` with a context graph. A hypothesis carries its graph state; a label it
+emits adds the graph's bonus to its log-probability (after the frame's top-k, so the bonus
+ranks it from the next frame on); equal label sequences share one state, so merging them stays
+a log-add-exp. The final ranking takes back a half-matched phrase's bonus
+(``ContextGraph.finish``), as icefall finalizes. Without contexts the search is unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from oasr.engine.decode.hotwords import ROOT, ContextGraph
 
 __all__ = ["TransducerHypothesis", "greedy_search", "modified_beam_search"]
 
@@ -107,9 +117,12 @@ def _merged_scores(vals: torch.Tensor, meta: torch.Tensor, width: int) -> torch.
 @torch.inference_mode()
 def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
                          lengths: torch.Tensor, beam: int = 4, n_best: int = 1,
-                         unk_id: int | None = None) -> list[list[TransducerHypothesis]]:
+                         unk_id: int | None = None,
+                         contexts: Sequence[ContextGraph | None] | None = None
+                         ) -> list[list[TransducerHypothesis]]:
     """hidden (B, T, C_enc), lengths (B,) -> per row its ``n_best`` hypotheses, best first
-    (ranked by log-probability / (labels + context_size), as icefall's final pick).
+    (ranked by log-probability / (labels + context_size), as icefall's final pick);
+    ``contexts``: per row, the hotwords graph boosting it (see the module docstring).
 
     Batched over rows: each frame runs one predictor call over every hypothesis' label
     window, one joiner call over all (row, hypothesis) pairs and one top-k per row over its
@@ -132,9 +145,11 @@ def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
     # Longest rows first, so the rows still decoding are always a prefix of the flat batch.
     order = sorted(range(batch), key=lambda b: -lens[b])
     start = tuple(predictor.init_state(1, device)[0].tolist())
-    # Per held row: its hypotheses (labels incl. the start window, frames, probs) in pick order.
-    beams: list[list[tuple[tuple[int, ...], list[int], list[float]]]] = [
-        [(start, [], [])] for _ in order]
+    graphs = [None if contexts is None else contexts[b] for b in order]
+    # Per held row: its hypotheses (labels incl. the start window, frames, probs, context
+    # graph state) in pick order.
+    beams: list[list[tuple[tuple[int, ...], list[int], list[float], int]]] = [
+        [(start, [], [], ROOT)] for _ in order]
     first: list[int] = list(range(batch))  # per flat hypothesis: its pick in ``vals``
     later: list[list[int]] = [[] for _ in order]  # and its merged later picks
     vals = torch.zeros(batch, dtype=torch.float32, device=device)
@@ -157,6 +172,7 @@ def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
                 done[order[r]] = (beams[r], tail[:counts[r]])
                 tail = tail[counts[r]:]
             held, beams, counts = live, beams[:live], counts[:live]
+            graphs = graphs[:live]
             scores, meta = scores[:n], meta[:n]
             if not held:
                 break
@@ -173,32 +189,41 @@ def modified_beam_search(predictor: Any, joiner: Any, hidden: torch.Tensor,
         post = (top_val - prior.gather(1, top_idx // vocab)).exp()
         picked = torch.cat([top_idx.double(), post.double()], dim=1).tolist()
         vals = top_val.reshape(-1)
+        bonus: list[float] | None = None if contexts is None else [0.0] * vals.numel()
         first, later, merged = [], [], []
         for r, row in enumerate(picked):
             keys: dict[tuple[int, ...], int] = {}
-            new: list[tuple[tuple[int, ...], list[int], list[float]]] = []
+            new: list[tuple[tuple[int, ...], list[int], list[float], int]] = []
+            graph = graphs[r]
             for j in range(k):
                 h, tok = divmod(int(row[j]), vocab)
                 if h >= counts[r]:  # a -inf pad past this row's hypotheses
                     continue
-                ys, frames, probs = beams[r][h]
+                ys, frames, probs, state = beams[r][h]
                 if tok not in (blank, unk):
                     ys, frames, probs = ys + (tok,), frames + [t], probs + [row[k + j]]
+                    if graph is not None:
+                        bonus[r * k + j], state = graph.step(state, tok)
                 g = keys.get(ys)
                 if g is None:
                     keys[ys] = len(new)
-                    new.append((ys, frames, probs))
+                    new.append((ys, frames, probs, state))
                     first.append(r * k + j)
                     later.append([])
                 else:
                     later[len(first) - len(new) + g].append(r * k + j)
             merged.append(new)
         beams = merged
+        if bonus is not None and any(bonus):
+            vals = vals + torch.tensor(bonus, dtype=vals.dtype, device=device)
         t += 1
     out = []
     for b in range(batch):
         hyps, scores_b = done[b]
+        graph = None if contexts is None else contexts[b]
+        if graph is not None:  # a half-matched phrase earns nothing in the end
+            scores_b = [s + graph.finish(h[3]) for h, s in zip(hyps, scores_b)]
         ranked = sorted(zip(hyps, scores_b), key=lambda hs: hs[1] / len(hs[0][0]), reverse=True)
         out.append([TransducerHypothesis(list(ys[ctx:]), list(frames), score, list(probs))
-                    for (ys, frames, probs), score in ranked[:n_best]])
+                    for (ys, frames, probs, _), score in ranked[:n_best]])
     return out

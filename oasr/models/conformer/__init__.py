@@ -12,6 +12,7 @@ CONFORMER = ModelEntry(
     name="conformer",
     model_cls="oasr.models.conformer.model:ConformerModel",
     converters=("oasr.models.conformer.converters:WenetConformerConverter",),
+    families=("ctc", "ctc_aed_rescoring"),
     modes=("offline",),
     source_formats=("wenet", "native"),
     description="WeNet U2/U2++ Conformer: conv2d subsampling + conformer encoder, CTC head, "

@@ -15,6 +15,7 @@ NEMOTRON_STREAMING = ModelEntry(
     model_cls="oasr.models.nemotron_streaming.model:NemotronStreamingRnnt",
     converters=("oasr.models.nemotron_streaming.converter:HfNemotronStreamingConverter",
                 "oasr.models.nemotron_streaming.converter:HfNemotronPromptedConverter"),
+    families=("transducer",),
     modes=("offline", "streaming"),
     source_formats=("huggingface", "native"),
     description="cache-aware FastConformer (chunked-limited attention, causal convs) + LSTM "

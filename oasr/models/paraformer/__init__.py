@@ -12,6 +12,7 @@ PARAFORMER = ModelEntry(
     name="paraformer",
     model_cls="oasr.models.paraformer.model:ParaformerModel",
     converters=("oasr.models.paraformer.converters:FunasrParaformerConverter",),
+    families=("paraformer",),
     modes=("offline",),
     source_formats=("funasr",),
     description="FunASR Paraformer: SAN-M encoder (FSMN memory in attention), CIF predictor, "

@@ -12,6 +12,7 @@ QWEN2_AUDIO = ModelEntry(
     name="qwen2_audio",
     model_cls="oasr.models.qwen2_audio.model:Qwen2AudioModel",
     converters=("oasr.models.qwen2_audio.converters:HfQwen2AudioConverter",),
+    families=("llm",),
     modes=("offline",),
     source_formats=("hf", "native"),
     description="Qwen2-Audio: Whisper-style audio tower + avg-pool, linear projector, Qwen2 "

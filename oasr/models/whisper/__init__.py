@@ -15,6 +15,7 @@ WHISPER = ModelEntry(
         "oasr.models.whisper.converters:HfWhisperConverter",
         "oasr.models.whisper.converters:Ct2WhisperConverter",
     ),
+    families=("aed",),
     modes=("offline",),
     source_formats=("hf", "ctranslate2", "native"),
     description="OpenAI Whisper: log-mel conv + transformer encoder, autoregressive decoder",

@@ -8,6 +8,7 @@ ZIPFORMER = ModelEntry(
     name="zipformer",
     model_cls="oasr.models.zipformer.model:ZipformerModel",
     converters=("oasr.models.zipformer.checkpoint:IcefallZipformerConverter",),
+    families=("transducer", "ctc"),
     modes=("offline",),
     source_formats=("icefall", "native"),
     description="icefall Zipformer2: Conv2d+ConvNeXt subsampling, multi-resolution stacks, "

@@ -41,6 +41,9 @@ class ZipformerConfig:
     # seeing this many back: icefall's streaming_decode.py --chunk-size / --left-context-frames.
     decode_chunk_size: int = 16
     decode_left_context_frames: int = 128
+    # Causal checkpoints: frames of log(1e-10) appended to every utterance before decoding, as
+    # icefall's decode.py (offline) and streaming_decode.py (``tail_pad_len``) append them.
+    decode_tail_pad_frames: int = 30
 
     def __post_init__(self) -> None:
         n = len(self.downsampling_factor)
@@ -68,6 +71,12 @@ class ZipformerConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"ZipformerConfig does not have the fields: {', '.join(unknown)}")
+        if "decode_tail_pad_frames" not in data:
+            # Written before the conversion recorded icefall's front end (snip_edges=False,
+            # high_freq=-400) and its chunked decoding: that bundle computes other features.
+            raise ValueError("this Zipformer bundle was converted by an older oasr that did not "
+                             "record icefall's feature options or chunked decoding; convert "
+                             "the icefall checkpoint again (oasr convert SRC BUNDLE --overwrite)")
         return cls(**data)
 
     @property

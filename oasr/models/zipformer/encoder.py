@@ -154,9 +154,11 @@ class DownsampledStack(nn.Module):
 
     def forward(self, src: torch.Tensor, chunk_size: int = -1,
                 attn_mask: torch.Tensor | None = None,
-                key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+                key_padding_mask: torch.Tensor | None = None,
+                lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """``lengths`` (B,): the rows' frames at the input rate (see ``SimpleDownsample``)."""
         ds = self.factor
-        out = self.downsample(src)
+        out = self.downsample(src, lengths)
         if attn_mask is not None:
             attn_mask = attn_mask[::ds, ::ds]
         out = self.encoder(out, chunk_size // ds if chunk_size > 0 else chunk_size,
@@ -190,13 +192,19 @@ class Zipformer2(nn.Module):
                 chunk_size: int = -1, attn_mask: torch.Tensor | None = None
                 ) -> torch.Tensor:
         cfg, outputs = self.cfg, []
+        # Each row's frames, so every downsample pads a row as it pads the row alone: a row's
+        # result does not depend on what else is in the batch (icefall's decode of one file).
+        lengths = None if key_padding_mask is None else (~key_padding_mask).sum(dim=1)
         for i, module in enumerate(self.encoders):
             ds = cfg.downsampling_factor[i]
             x = convert_num_channels(x, cfg.encoder_dim[i])
             mask = None if key_padding_mask is None else key_padding_mask[..., ::ds]
-            x = module(x, chunk_size, attn_mask, mask)
+            if isinstance(module, DownsampledStack):
+                x = module(x, chunk_size, attn_mask, mask, lengths)
+            else:
+                x = module(x, chunk_size, attn_mask, mask)
             outputs.append(x)
-        return self.downsample_output(self.full_dim_output(outputs))
+        return self.downsample_output(self.full_dim_output(outputs), lengths)
 
     def init_states(self, batch: int, left_context_frames: int, device: torch.device,
                     dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
@@ -259,20 +267,56 @@ class ZipformerEncoder(BaseEncoder):
         self.cfg = cfg
         self.subsampling_rate = cfg.subsampling_rate
         # Causal checkpoints stream chunk-wise through the slot runtime (every cache has a
-        # fixed extent: ``streaming.py``); the others decode whole utterances.
+        # fixed extent: ``streaming.py``) and decode offline with the chunk mask icefall decodes
+        # them with; the others decode whole utterances.
         self.streaming_kind = "slot" if cfg.causal else "none"
         self.streaming: ZipformerStreaming | None = None
-        if cfg.causal:
-            self._set_streaming(ZipformerStreaming(cfg.decode_chunk_size,
-                                                   cfg.decode_left_context_frames))
+        self.chunk_size, self.left_context_frames = -1, -1
+        self._no_streaming = ("this Zipformer checkpoint is not causal (no chunk-wise path); "
+                              "streaming needs one trained with --causal 1")
         self.embed = Conv2dSubsampling(cfg.feature_dim, cfg.encoder_dim[0],
                                        cfg.layer1_channels, cfg.layer2_channels,
                                        cfg.layer3_channels)
         self.stacks = Zipformer2(cfg)
+        if cfg.causal:
+            self.configure_chunks()
 
     @property
     def output_dim(self) -> int:
         return self.cfg.output_dim
+
+    # -- chunks (causal checkpoints) ----------------------------------------------------------
+    def configure_chunks(self, chunk_size: int | None = None,
+                         left_context_frames: int | None = None) -> None:
+        """icefall's ``--chunk-size`` / ``--left-context-frames`` (subsampled, 50 Hz frames;
+        -1: whole utterance / all) for the offline chunk mask and, when both are positive, the
+        chunk-wise streaming; ``None``: the checkpoint's ``decode_*`` value."""
+        cfg = self.cfg
+        if not cfg.causal:
+            chosen = [n for n, v in (("chunk_size", chunk_size),
+                                     ("left_context_frames", left_context_frames)) if v is not None]
+            if chosen:
+                raise ValueError(f"{', '.join(chosen)}: this Zipformer checkpoint is not causal "
+                                 "(trained without --causal 1); it decodes whole utterances")
+            return
+        chunk = cfg.decode_chunk_size if chunk_size is None else int(chunk_size)
+        left = cfg.decode_left_context_frames if left_context_frames is None else int(
+            left_context_frames)
+        if chunk != -1 and (chunk < 1 or any(chunk % d for d in cfg.downsampling_factor)):
+            raise ValueError(f"chunk_size={chunk} must be -1 or a positive multiple of every "
+                             f"downsampling factor {cfg.downsampling_factor}")
+        if left < -1:
+            raise ValueError(f"left_context_frames={left} must be -1 (all) or >= 0")
+        self.chunk_size, self.left_context_frames = chunk, left
+        self.streaming = None
+        if chunk > 0 and left > 0:
+            try:
+                self._set_streaming(ZipformerStreaming(chunk, left))
+            except ValueError as exc:
+                self._no_streaming = str(exc)
+        else:
+            self._no_streaming = (f"chunk_size={chunk}, left_context_frames={left}: streaming "
+                                  "needs both positive (a chunk and a finite left window)")
 
     # -- streaming (causal checkpoints) -------------------------------------------------------
     def _set_streaming(self, geo: ZipformerStreaming) -> None:
@@ -287,8 +331,7 @@ class ZipformerEncoder(BaseEncoder):
 
     def _require_streaming(self) -> ZipformerStreaming:
         if self.streaming is None:
-            raise ValueError("this Zipformer checkpoint is not causal (no chunk-wise path); "
-                             "streaming needs one trained with --causal 1")
+            raise ValueError(self._no_streaming)
         return self.streaming
 
     def configure_streaming(self, chunk_frames: int | None = None,
@@ -311,9 +354,10 @@ class ZipformerEncoder(BaseEncoder):
         if chunk != geo.output_frames:
             geo = ZipformerStreaming(2 * chunk, geo.left_context_frames)
             geo.check(self.cfg)
-        # icefall's tail: 13 frames of log(1e-10) at the input's end (``streaming.py``).
+        # icefall's tail (``streaming.py``): the subsampler's 13 frames of log(1e-10) and the
+        # recipe's ``tail_pad_len``.
         return StreamingGeometry(chunk=geo.output_frames, window=geo.window, stride=geo.stride,
-                                 tail=SUBSAMPLER_CONTEXT)
+                                 tail=SUBSAMPLER_CONTEXT + self.cfg.decode_tail_pad_frames)
 
     def get_streaming_init_states(self, batch_size: int = 1,
                                   device: torch.device | str | None = None
@@ -328,11 +372,17 @@ class ZipformerEncoder(BaseEncoder):
         (``slot_state_specs`` order) -> (B, chunk_frames, C), lengths, the new caches."""
         return _streaming_forward(self, self._require_streaming(), x, x_lens, states)
 
-    def forward(self, features: torch.Tensor, lengths: torch.Tensor, chunk_size: int = -1,
-                left_context_frames: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
-        """``chunk_size`` > 0 (causal checkpoints): the chunk mask icefall trains and
-        simulates streaming with, ``chunk_size`` subsampled frames per chunk seeing
-        ``left_context_frames`` back (-1: all), and chunk-causal convolutions."""
+    def forward(self, features: torch.Tensor, lengths: torch.Tensor,
+                chunk_size: int | None = None, left_context_frames: int | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``chunk_size`` > 0 (causal checkpoints): the chunk mask icefall trains and decodes
+        with, ``chunk_size`` subsampled frames per chunk seeing ``left_context_frames`` back
+        (-1: all), and chunk-causal convolutions; ``None``: the configured values
+        (``configure_chunks``; -1 for a non-causal checkpoint). A row's output does not depend
+        on the batch it is in."""
+        chunk_size = self.chunk_size if chunk_size is None else chunk_size
+        if left_context_frames is None:
+            left_context_frames = self.left_context_frames
         x, lens = self.embed(features, lengths)
         pad = torch.arange(x.shape[1], device=x.device).unsqueeze(0) >= lens.unsqueeze(1)
         mask = None

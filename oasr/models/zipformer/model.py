@@ -14,8 +14,21 @@ from oasr.models.base import BaseAsrModel
 from oasr.models.transducer.stateless import AdditiveJoiner, StatelessPredictor
 from oasr.models.zipformer.config import ZipformerConfig
 from oasr.models.zipformer.encoder import ZipformerEncoder
+from oasr.models.zipformer.streaming import LOG_EPS
 
-__all__ = ["ZipformerModel"]
+__all__ = ["ZipformerModel", "pad_tail"]
+
+
+def pad_tail(features: torch.Tensor, lengths: torch.Tensor, frames: int, value: float
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``frames`` frames of ``value`` after each row's ``lengths`` valid ones:
+    (B, T, F), (B,) -> (B, T + frames, F), lengths + frames."""
+    b, t, f = features.shape
+    out = features.new_full((b, t + frames, f), value)
+    lengths = lengths.to(features.device)
+    valid = torch.arange(t, device=features.device).unsqueeze(0) < lengths.unsqueeze(1)
+    out[:, :t] = torch.where(valid.unsqueeze(-1), features, out[:, :t])
+    return out, lengths + frames
 
 
 class ZipformerModel(BaseAsrModel):
@@ -42,9 +55,19 @@ class ZipformerModel(BaseAsrModel):
     def default_decode_type(self) -> str:
         return "transducer" if self.config.use_transducer else "ctc"
 
+    def configure_chunks(self, chunk_size: int | None = None,
+                         left_context_frames: int | None = None) -> None:
+        """``-d chunk_size`` / ``-d left_context_frames``: ``ZipformerEncoder.configure_chunks``."""
+        self.encoder.configure_chunks(chunk_size, left_context_frames)
+
     def encode_offline(self, features: torch.Tensor, lengths: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """features (B, T, F), lengths (B,) -> hidden (B, T', C), hidden_lens (B,)."""
+        """features (B, T, F), lengths (B,) -> hidden (B, T', C), hidden_lens (B,). A causal
+        checkpoint decodes as icefall's decode.py does: ``decode_tail_pad_frames`` frames of
+        log(1e-10) after each row, then the chunk mask."""
+        pad = self.config.decode_tail_pad_frames if self.config.causal else 0
+        if pad:
+            features, lengths = pad_tail(features, lengths, pad, LOG_EPS)
         return self.encoder(features, lengths)
 
     def ctc_log_probs(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -46,7 +46,12 @@ class ChunkCausalDepthwiseConv1d(nn.Module):
             left, right = torch.cat((left, pad), -1), torch.cat((pad, right), -1)
         return 1.0 + left + right
 
-    def forward(self, x: torch.Tensor, chunk_size: int = -1) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, chunk_size: int = -1,
+                lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """``lengths`` (B,): each row's frames (past them ``x`` must be zeros). icefall takes
+        the whole sequence as one chunk when ``chunk_size`` is -1 or longer than it, so a row
+        alone is one chunk of its own length; with ``lengths`` such rows get that chunk's edge
+        scale at their own end, not at the batch's."""
         b, t, c = x.shape
         left = self.kernel_size // 2
         chunk = t if chunk_size < 0 or chunk_size > t else chunk_size
@@ -54,8 +59,34 @@ class ChunkCausalDepthwiseConv1d(nn.Module):
         causal = self.causal_conv(x[:, :left + t])
         xc = x[:, left:]
         n = xc.shape[1] // chunk
-        xc = self.chunkwise_conv(xc.reshape(b * n, chunk, c)) * self.chunk_scale(chunk).t()
-        return xc.reshape(b, n * chunk, c)[:, :t] + causal
+        conv = self.chunkwise_conv(xc.reshape(b * n, chunk, c)).reshape(b, n * chunk, c)
+        out = (conv.reshape(b * n, chunk, c) * self.chunk_scale(chunk).t()).reshape(
+            b, n * chunk, c)[:, :t]
+        if lengths is not None:
+            lengths = lengths.to(x.device)
+            whole = (lengths < chunk_size) if chunk_size >= 0 else (lengths < t)
+            # The rows that are one chunk alone: the conv over the whole row (zeros past it).
+            single = self.chunkwise_conv(xc[:, :t]) if n > 1 else conv[:, :t]
+            out = torch.where(whole[:, None, None], single * self.row_scale(lengths, t), out)
+        return out + causal
+
+    def row_scale(self, lengths: torch.Tensor, t: int) -> torch.Tensor:
+        """(B, t, C): ``chunk_scale(L)`` of each row's length L at its frames (1 past them)."""
+        k = self.kernel_size
+        left_w, right_w = self.chunkwise_conv_scale[0], self.chunkwise_conv_scale[1]  # (C, k)
+        pos = torch.arange(t, device=lengths.device).unsqueeze(0)  # (1, t)
+        rows = lengths.unsqueeze(1)
+        inside = pos < rows
+        scale = torch.ones(lengths.shape[0], t, left_w.shape[0], device=left_w.device,
+                           dtype=left_w.dtype)
+        li = pos.clamp_max(k - 1).expand_as(scale[..., 0])
+        lmask = (pos < k) & inside
+        scale = scale + torch.where(lmask[..., None], left_w.t()[li], scale.new_zeros(()))
+        ri = pos - rows + k  # the position in right_w that lands on this frame
+        rmask = (ri >= 0) & (ri < k) & inside
+        scale = scale + torch.where(rmask[..., None], right_w.t()[ri.clamp(0, k - 1)],
+                                    scale.new_zeros(()))
+        return scale
 
     def streaming_forward(self, x: torch.Tensor, cache: torch.Tensor
                           ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,7 +122,8 @@ class ConvolutionModule(nn.Module):
         if key_padding_mask is not None:
             x = x.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
         if self.causal:
-            x = self.depthwise_conv(x, chunk_size=chunk_size)
+            lengths = None if key_padding_mask is None else (~key_padding_mask).sum(dim=1)
+            x = self.depthwise_conv(x, chunk_size=chunk_size, lengths=lengths)
         else:
             x = self.depthwise_conv(x)
         return self.out_proj(swoosh_r(x.transpose(0, 1)))
@@ -128,9 +160,15 @@ class SimpleDownsample(nn.Module):
         self.downsample = downsample
         self.bias = nn.Parameter(torch.zeros(downsample))
 
-    def forward(self, src: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """``lengths`` (B,): each row's frames; those at or past it read as the row's last frame,
+        so a row's groups are what they are when the row runs alone (whatever fills the batch)."""
         t, b, c = src.shape
         ds = self.downsample
+        if lengths is not None:
+            last = (lengths.to(src.device) - 1).clamp_min(0)
+            index = torch.minimum(torch.arange(t, device=src.device).unsqueeze(1), last)
+            src = src.gather(0, index.unsqueeze(-1).expand(t, b, c))
         d = (t + ds - 1) // ds
         src = torch.cat((src, src[t - 1:].expand(d * ds - t, b, c)), dim=0)
         weights = self.bias.softmax(dim=0).reshape(1, ds, 1, 1)

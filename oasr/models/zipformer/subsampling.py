@@ -66,11 +66,16 @@ class Conv2dSubsampling(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, T, F), lengths (B,) -> (B, (T - 7) // 2, C), (lengths - 7) // 2."""
         x = self.act(self.conv1(x.unsqueeze(-1)))  # NHWC: (B, T, F, 1) -> (B, T', F', C)
-        x = self.convnext(self.act(self.conv3(self.act(self.conv2(x)))))
+        x = self.act(self.conv3(self.act(self.conv2(x))))
+        out_lens = torch.div(lengths - 7, 2, rounding_mode="floor")
+        # The ConvNeXt reads 3 frames ahead: past a row's end it reads zeros, as with the row
+        # alone (its padding), never what another row's length left in the batch.
+        valid = torch.arange(x.shape[1], device=x.device) < out_lens.to(x.device).unsqueeze(1)
+        x = self.convnext(x * valid[:, :, None, None].to(x.dtype))
         b, t, f, c = x.shape
         # icefall flattens channel-major: (C, F) per frame
         x = self.out_norm(self.out(x.transpose(2, 3).reshape(b, t, c * f)))
-        return x, torch.div(lengths - 7, 2, rounding_mode="floor")
+        return x, out_lens
 
     def init_state(self, batch: int, device: torch.device,
                    dtype: torch.dtype = torch.float32) -> torch.Tensor:

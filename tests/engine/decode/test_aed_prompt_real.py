@@ -118,11 +118,11 @@ def test_prompt_keeps_whispers_last_223_tokens(loaded, audio):
     engine = ASREngine(EngineConfig(device="cpu"), loaded=loaded)
     strategy = engine.strategy
     long = " ".join(f"word{i}" for i in range(400))
-    ids = strategy._prefix(DecodingOptions(prompt=long))
+    ids = list(strategy.prompter.parts(DecodingOptions(prompt=long)).context)
     tokens = loaded.tokenizer.encode(" " + long)
     assert len(tokens) > 223
     assert ids == [loaded.tokenizer.sot_prev, *tokens[-223:]]
-    assert strategy._prefix(DecodingOptions(prompt="   ")) == []
+    assert strategy.prompter.parts(DecodingOptions(prompt="   ")).context == ()
     # The longest prompt still leaves the row its own cap within Whisper's 448 positions.
     out = _decode(loaded, audio, [("1688-142285-0002", long), ("1688-142285-0002", None)])
     assert out["1688-142285-0002|None"].text == "You don't mean that you thought me so silly."

@@ -91,10 +91,16 @@ def test_options_it_cannot_serve_are_refused(loaded):
     strategy = LlmDecodeStrategy(loaded.model, LlmOptions(), tokenizer=loaded.tokenizer)
     for d in (DecodingOptions(n_best=2), DecodingOptions(task="translate"),
               DecodingOptions(language="en"), DecodingOptions(timestamps=True),
-              DecodingOptions(word_timestamps=True)):
+              DecodingOptions(word_timestamps=True), DecodingOptions(repetition_penalty=1.2),
+              DecodingOptions(no_repeat_ngram_size=2), DecodingOptions(prefix="a"),
+              DecodingOptions(hotwords="a"), DecodingOptions(suppress_tokens=[5]),
+              DecodingOptions(patience=2.0)):
         with pytest.raises(ValueError):
             strategy.validate_options(d)
+    with pytest.raises(ValueError, match="best_of > 1 is not served"):
+        strategy.validate_options(DecodingOptions(temperature=0.5, best_of=2))
     strategy.validate_options(DecodingOptions(prompt="t1"))
+    strategy.validate_options(DecodingOptions(best_of=5))  # greedy: best_of unused
 
 
 def test_a_group_prefilled_later_merges_and_decodes_the_same(loaded):

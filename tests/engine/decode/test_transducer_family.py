@@ -207,3 +207,39 @@ def test_engine_path_consumes_hidden():
         h, hl = loaded.model.encode_offline(feats, lens)
         want = greedy_search(loaded.model.predictor, loaded.model.joiner, h, hl)[0].tokens
         assert outs[str(i)].token_ids == want
+
+
+class IdTokenizer(CharTokenizer):
+    """Encodes ``"3 4"`` as ``[3, 4]``: hotwords given as token ids."""
+
+    def encode(self, text):
+        return [int(t) for t in text.split()]
+
+
+def _contains(seq, part):
+    return any(seq[i:i + len(part)] == part for i in range(len(seq) - len(part) + 1))
+
+
+def test_hotwords_reach_the_beam_and_greedy_refuses_them():
+    model = FakeTransducer(1).eval()
+    s = build_decode_strategy("transducer", model, {"beam_size": 4, "nbest": 4},
+                              tokenizer=IdTokenizer())
+    h, n = hidden_batch(1)
+    plain = s.decode_offline(h, n, requests(3))
+    # A phrase of a runner-up that the plain search's best lacks.
+    row, phrase = next((i, hyp.tokens[-3:]) for i, r in enumerate(s.search(h, n, 4))
+                       for hyp in r[1:] if not _contains(r[0].tokens, hyp.tokens[-3:]))
+    boosted = s.decode_offline(h, n, [Request(str(i), np.zeros(160, np.float32),
+                                              DecodingOptions(hotwords=" ".join(map(str, phrase)),
+                                                              hotwords_score=5.0)
+                                              if i == row else DecodingOptions())
+                                      for i in range(3)])
+    assert _contains(boosted[row].token_ids, phrase)
+    assert not _contains(plain[row].token_ids, phrase)
+    assert [o.token_ids for i, o in enumerate(boosted) if i != row] == \
+        [o.token_ids for i, o in enumerate(plain) if i != row]
+    greedy = build_decode_strategy("transducer", model, None, tokenizer=IdTokenizer())
+    with pytest.raises(ValueError, match="beam_size=4"):
+        greedy.validate_options(DecodingOptions(hotwords="3 4"))
+    with pytest.raises(ValueError, match="sets none"):
+        s.validate_options(DecodingOptions(hotwords_score=1.0))

@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+from oasr.features.kaldi import FBANK_DEFAULTS
 from oasr.models.bundle import read_bundle
 from oasr.models.conformer import CONFORMER
 from oasr.models.conformer.config import ConformerConfig
@@ -308,7 +309,8 @@ def test_convert_writes_a_bundle_that_loads_back(tmp_path):
     feats = bundle.build_feature_config()
     assert (feats.feature_type, feats.sample_rate, feats.num_mel_bins) == ("fbank", 16000, 80)
     assert (feats.frame_shift_ms, feats.frame_length_ms) == (10, 25)
-    assert feats.params == {"audio_scale": 32768.0, "dither": 0.0}
+    # the bundle records every fbank option (FeatureConfig.complete), WeNet's two set
+    assert feats.params == {**FBANK_DEFAULTS, "audio_scale": 32768.0, "dither": 0.0}
 
     # The loader path: a WeNet folder converts once into the cache and loads from there.
     cached = ensure_bundle(str(U2PP), cache_dir=tmp_path / "cache")

@@ -181,4 +181,4 @@ def test_a_nemo_file_is_a_source_for_convert_transcribe_and_load(tmp_path: Path,
     assert not list((tmp_path / "tmp").iterdir())
 
     model = oasr.load(str(nemo), device="cpu")
-    assert model.transcribe(str(wav)).text == texts["nemo"]
+    assert model.transcript(str(wav)).text == texts["nemo"]

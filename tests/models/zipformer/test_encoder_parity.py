@@ -1,6 +1,10 @@
 """Zipformer2 encoder against icefall's (the ``zipformer`` package) on small random weights:
 the upstream modules are built, their state dict (icefall's ``encoder_embed.*`` /
-``encoder.*`` keys) is loaded into ours, and the outputs must agree to fp32 tolerance."""
+``encoder.*`` keys) is loaded into ours, and the outputs must agree to fp32 tolerance.
+
+Ours decodes each row of a batch as icefall decodes that utterance alone (icefall's own batched
+forward lets a short row's last frames read what pads it), so every row is compared with
+upstream's forward of that row alone."""
 
 from __future__ import annotations
 
@@ -53,6 +57,16 @@ def ours_from(m, cfg) -> ZipformerEncoder:
     return enc.eval()
 
 
+def upstream_alone(m, feats, lens):
+    """icefall's forward of each row alone: [(T'_b, C)]."""
+    rows = []
+    for b in range(feats.shape[0]):
+        n = int(lens[b])
+        out, out_lens = upstream_forward(m, feats[b:b + 1, :n], lens[b:b + 1])
+        rows.append(out[0, :int(out_lens[0])])
+    return rows
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_encoder_matches_icefall(up, causal, seed):
@@ -63,18 +77,17 @@ def test_encoder_matches_icefall(up, causal, seed):
     feats = torch.randn(3, 61, cfg.feature_dim, generator=g)
     lens = torch.tensor([61, 45, 30])
     with torch.no_grad():
-        ref, ref_lens = upstream_forward(m, feats, lens)
-        got, got_lens = enc(feats, lens)
-    assert torch.equal(got_lens, ref_lens)
-    assert got.shape == ref.shape
-    for b in range(3):  # compare the valid frames (padding is undefined past a row's end)
-        n = int(ref_lens[b])
-        torch.testing.assert_close(got[b, :n], ref[b, :n], rtol=1e-4, atol=1e-4)
+        refs = upstream_alone(m, feats, lens)
+        # A causal checkpoint decodes with its chunk mask by default; -1 is whole-utterance.
+        got, got_lens = enc(feats, lens, chunk_size=-1, left_context_frames=-1)
+    assert got_lens.tolist() == [r.shape[0] for r in refs]
+    for b, ref in enumerate(refs):
+        torch.testing.assert_close(got[b, :ref.shape[0]], ref, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("chunk,left", [(8, 16), (4, -1)])
 def test_chunk_masked_causal_encoder_matches_icefall(up, chunk, left):
-    """icefall's simulated streaming: the chunk mask and chunk-causal convolutions."""
+    """icefall's chunked decoding: the chunk mask and chunk-causal convolutions."""
     cfg = ZipformerConfig(**TINY, causal=True)
     m = upstream_encoder(up, cfg, 2, chunk, left)
     enc = ours_from(m, cfg)
@@ -82,11 +95,40 @@ def test_chunk_masked_causal_encoder_matches_icefall(up, chunk, left):
     feats = torch.randn(2, 81, cfg.feature_dim, generator=g)
     lens = torch.tensor([81, 64])
     with torch.no_grad():
-        ref, ref_lens = upstream_forward(m, feats, lens)
+        refs = upstream_alone(m, feats, lens)
         got, _ = enc(feats, lens, chunk_size=chunk, left_context_frames=left)
-        full, _ = enc(feats, lens)
-    for b in range(2):
-        n = int(ref_lens[b])
-        torch.testing.assert_close(got[b, :n], ref[b, :n], rtol=1e-4, atol=1e-4)
-    assert not torch.allclose(got[0, :int(ref_lens[0])], full[0, :int(ref_lens[0])],
-                              atol=1e-3), "the chunk mask changed nothing"
+        full, _ = enc(feats, lens, chunk_size=-1, left_context_frames=-1)
+        enc.configure_chunks(chunk, left)
+        configured, _ = enc(feats, lens)
+    for b, ref in enumerate(refs):
+        torch.testing.assert_close(got[b, :ref.shape[0]], ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(configured, got, rtol=0, atol=0)
+    n = refs[0].shape[0]
+    assert not torch.allclose(got[0, :n], full[0, :n], atol=1e-3), "the chunk mask changed nothing"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_rows_do_not_depend_on_the_batch(causal):
+    """A row's output is its output alone, whatever pads it (zeros, log(1e-10), noise)."""
+    cfg = ZipformerConfig(**TINY, causal=causal)
+    torch.manual_seed(5)
+    enc = ZipformerEncoder(cfg)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    enc.eval()
+    g = torch.Generator().manual_seed(5)
+    feats = torch.randn(3, 97, cfg.feature_dim, generator=g)
+    lens = torch.tensor([97, 58, 23])
+    with torch.no_grad():
+        for fill in (0.0, -23.0, None):
+            padded = feats.clone()
+            for b, n in enumerate(lens.tolist()):
+                padded[b, n:] = torch.randn(97 - n, cfg.feature_dim) if fill is None else fill
+            got, got_lens = enc(padded, lens)
+            for b, n in enumerate(lens.tolist()):
+                alone, alone_lens = enc(feats[b:b + 1, :n], lens[b:b + 1])
+                assert int(got_lens[b]) == int(alone_lens[0])
+                # fp32 reductions over other shapes: measured <= 1.6e-5
+                torch.testing.assert_close(got[b, :int(alone_lens[0])], alone[0],
+                                           rtol=1e-4, atol=1e-4)

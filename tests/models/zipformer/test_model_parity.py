@@ -53,16 +53,18 @@ def requests(n):
 def test_ctc_and_transducer_hypotheses_match_icefall(up, seed):
     ref, ours = models(up, seed)
     feats, lens = batch(seed, ours.config.feature_dim)
+    want_ctc, want_greedy, want_beam = [], [], []
     with torch.no_grad():
-        enc, enc_lens = ref.forward_encoder(feats, lens)
         hidden, hidden_lens = ours.encode_offline(feats, lens)
-        assert torch.equal(hidden_lens, enc_lens)
-        for b in range(3):
-            n = int(enc_lens[b])
-            torch.testing.assert_close(hidden[b, :n], enc[b, :n], rtol=1e-4, atol=1e-4)
-        want_ctc = up.search.ctc_greedy_search(ref.ctc_output(enc), enc_lens)
-        want_greedy = up.search.greedy_search(ref, enc, enc_lens)
-        want_beam = up.search.modified_beam_search(ref, enc, enc_lens, beam=4)
+        for b in range(3):  # icefall decoding each utterance alone (ours: any batch)
+            n = int(lens[b])
+            enc, enc_lens = ref.forward_encoder(feats[b:b + 1, :n], lens[b:b + 1])
+            assert int(hidden_lens[b]) == int(enc_lens[0])
+            torch.testing.assert_close(hidden[b, :int(enc_lens[0])], enc[0], rtol=1e-4,
+                                       atol=1e-4)
+            want_ctc += up.search.ctc_greedy_search(ref.ctc_output(enc), enc_lens)
+            want_greedy += up.search.greedy_search(ref, enc, enc_lens)
+            want_beam += up.search.modified_beam_search(ref, enc, enc_lens, beam=4)
     ctc = build_decode_strategy("ctc", ours, {"beam_size": 1})
     lp, lp_lens = ours.forward_offline(feats, lens)
     got_ctc = [o.token_ids for o in ctc.decode_offline(lp, lp_lens, requests(3))]

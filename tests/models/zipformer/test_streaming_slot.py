@@ -1,15 +1,15 @@
 """A causal Zipformer transducer streamed through the slot runtime against icefall's streaming
 decode: random weights in icefall's layout (``AsrModel``, causal, one chunk size), converted by
-``model_state_dict``. Upstream drives each stream with its own ``DecodeStream`` (its framing:
-13 frames of log(1e-10) appended, chunks of ``2 * chunk_size + 13`` frames advancing by
-``2 * chunk_size``), ``StreamingEncoderWrapper`` (the embed cache, ``processed_lens`` and its
-mask) and ``streaming_greedy_search``. Ours runs four streams of different lengths with
-staggered starts, skipped steps and a reused slot through ``SlotStreamingBackend`` (one
-batched forward per step) and ``TransducerGreedyStream`` fed chunk by chunk. Every chunk's
-encoder output must match to fp32 tolerance, and the tokens exactly: against icefall's offline
-``greedy_search`` over its own chunked encoder output (our search starts the label history
-as icefall's offline searches do, ``[-1] * (context - 1) + [blank]``, so a streamed
-hypothesis equals the offline one), and, started from icefall's streaming history
+``model_state_dict``. Upstream drives each stream with its own ``DecodeStream`` (its framing: 13
++ 30 frames of log(1e-10) appended, as icefall's streaming_decode.py sets them, chunks of ``2 *
+chunk_size + 13`` frames advancing by ``2 * chunk_size``), ``StreamingEncoderWrapper`` (the
+embed cache, ``processed_lens`` and its mask) and ``streaming_greedy_search``. Ours runs four
+streams of different lengths with staggered starts, skipped steps and a reused slot through
+``SlotStreamingBackend`` (one batched forward per step) and ``TransducerGreedyStream`` fed chunk
+by chunk. Every chunk's encoder output must match to fp32 tolerance, and the tokens exactly:
+against icefall's offline ``greedy_search`` over its own chunked encoder output (our search
+starts the label history as icefall's offline searches do, ``[-1] * (context - 1) + [blank]``,
+so a streamed hypothesis equals the offline one), and, started from icefall's streaming history
 (``[blank] * context``, what its ``DecodeStream`` sets), against ``streaming_greedy_search``."""
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tests.models.zipformer.test_model_parity import GEOMETRY, HEADS
 CHUNK, LEFT = 16, 32  # icefall's --chunk-size / --left-context-frames (subsampled frames)
 LENGTHS = (200, 131, 77, 150)  # feature frames per stream
 STARTS = (0, 1, 3, 4)  # the step each stream opens at
+TAIL_PAD = 30  # icefall's streaming_decode.py tail_pad_len (decode_tail_pad_frames)
 
 
 def causal_models(up, seed: int):
@@ -61,7 +62,8 @@ def icefall_stream(up, ref, feats: torch.Tensor) -> tuple[list[torch.Tensor], li
     params = SimpleNamespace(decoding_method="greedy_search", blank_id=0,
                              context_size=ref.decoder.context_size)
     stream = DecodeStream(params, "u", wrapper.get_init_states(1), pad_length=wrapper.pad_length)
-    stream.set_features(feats)
+    # icefall's streaming_decode.py: DecodeStream.set_features(feature, tail_pad_len=30)
+    stream.set_features(torch.nn.functional.pad(feats, (0, 0, 0, TAIL_PAD), value=LOG_EPS))
     tail = 2 * CHUNK + wrapper.pad_length
     outs = []
     while not stream.done:
@@ -88,9 +90,9 @@ class BlankHistoryStart:
 
 
 def windows(feats: torch.Tensor, window: int, stride: int) -> list[torch.Tensor]:
-    """Our framing: the 13-frame tail appended; chunks while one starts before the end (each
-    possibly short: the encoder pads it with log(1e-10))."""
-    padded = torch.cat([feats, feats.new_full((13, feats.shape[1]), LOG_EPS)])
+    """Our framing: the 13 + 30-frame tail appended; chunks while one starts before the end
+    (each possibly short: the encoder pads it with log(1e-10))."""
+    padded = torch.cat([feats, feats.new_full((13 + TAIL_PAD, feats.shape[1]), LOG_EPS)])
     return [padded[s:s + window] for s in range(0, padded.shape[0], stride)]
 
 
@@ -101,6 +103,7 @@ def test_causal_declares_slot_states_and_framing():
     assert enc.streaming_kind == "slot" and check_streaming_declaration(enc) == []
     geo = enc.streaming_geometry(enc.streaming_chunk_frames)
     assert (geo.chunk, geo.window, geo.stride) == (CHUNK // 2, 2 * CHUNK + 13, 2 * CHUNK)
+    assert geo.tail == 13 + TAIL_PAD
     states = enc.get_streaming_init_states(3)
     assert len(states) == 6 * sum(cfg.num_encoder_layers) + 2
     for spec, s in zip(enc.slot_state_specs, states, strict=True):
