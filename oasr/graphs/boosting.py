@@ -24,17 +24,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HotwordGraph", "hotword_phrases"]
+__all__ = ["HotwordGraph"]
 
 ROOT = 0
-
-
-def hotword_phrases(hotwords: str | Sequence[str] | None) -> list[str]:
-    """A hotword list's phrases: a string is split on commas and newlines; blanks dropped."""
-    if hotwords is None:
-        return []
-    items = hotwords.replace("\n", ",").split(",") if isinstance(hotwords, str) else hotwords
-    return [p.strip() for p in items if p.strip()]
 
 
 @dataclass

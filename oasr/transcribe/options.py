@@ -95,6 +95,8 @@ class DecodeOptions:
     decode_method: str | None = None  # None: the model's own family
     decode_options: dict[str, Any] = field(default_factory=dict)  # the family's, as -d k=v
     beam_size: int | None = None  # the family option beam_size (decode_options wins)
+    # ctc_wfst's decoding graph: a .fst path or a graph's name in the bundle (-d graph wins).
+    graph: str | None = None
     # Tokens a window may generate; None: scaled with the window's audio (generation_limits).
     max_new_tokens: int | None = None
     language: str | None = None
@@ -111,12 +113,18 @@ class DecodeOptions:
             raise OptionsError("beam_size", f" must be >= 1, got {self.beam_size}")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise OptionsError("max_new_tokens", f" must be >= 1, got {self.max_new_tokens}")
+        if self.graph is not None and self.decode_method != "ctc_wfst":
+            raise OptionsError("graph", f" {self.graph}: a decoding graph is read by the "
+                               "ctc_wfst decode family; add --decode-method ctc_wfst")
 
     def family_options(self) -> dict[str, Any]:
-        """``decode_options`` with ``beam_size`` filled in where it does not set it."""
+        """``decode_options`` with ``beam_size`` and ``graph`` filled in where it does not set
+        them."""
         out = dict(self.decode_options)
         if self.beam_size is not None:
             out.setdefault("beam_size", str(self.beam_size))
+        if self.graph is not None:
+            out.setdefault("graph", self.graph)
         return out
 
 
@@ -309,6 +317,7 @@ class RunKeywords(CallKeywords, total=False):
     decode_method: str | None
     decode_options: dict[str, Any] | None
     beam_size: int | None
+    graph: str | None
     vad: str
     vad_model_dir: str | None
     vad_threshold: float | None

@@ -140,7 +140,7 @@ def test_the_family_routes_cuda_log_probs_to_the_kernel(small):
     from types import SimpleNamespace
 
     from oasr.engine.decode.ctc_wfst import CtcWfstDecodeStrategy, CtcWfstOptions
-    from oasr.engine.request import Request
+    from oasr.engine.request import DecodingOptions, Request
     from oasr.ops import counting
 
     model = SimpleNamespace(config=SimpleNamespace(blank_id=0, vocab_size=28))
@@ -153,7 +153,8 @@ def test_the_family_routes_cuda_log_probs_to_the_kernel(small):
     assert counting.counts_since(before).get(("kernel", "wfst_search")) == 1
     ref = host_statement(small, lp, lens, s.search_options)
     assert [o.text for o in outs] == [" ".join(small.word_text(p.words)) for p in ref]
-    hot = CtcWfstDecodeStrategy(model, CtcWfstOptions(graph=str(small.path), hotwords=["the"]))
+    hot = [Request(str(i), np.zeros(160, np.float32), DecodingOptions(hotwords="the"))
+           for i in range(2)]
     before = counting.snapshot()
-    hot.decode_offline(torch.from_numpy(lp).cuda(), torch.from_numpy(lens).cuda(), reqs)
+    s.decode_offline(torch.from_numpy(lp).cuda(), torch.from_numpy(lens).cuda(), hot)
     assert counting.counts_since(before).get(("gap", "wfst-search")) == 1

@@ -28,14 +28,16 @@ from oasr.engine.decode.alignment import FrameClock, emission_spans, fill_word_t
 from oasr.engine.decode.ctc import host_log_probs, mean_posterior
 from oasr.engine.decode.ctc_wfst_streaming import CtcWfstStreamingSession
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
+from oasr.engine.decode.hotwords import hotword_phrases
 from oasr.engine.decode.options import option
 from oasr.engine.request import Request, RequestOutput
-from oasr.graphs.boosting import HotwordGraph, hotword_phrases
+from oasr.graphs.boosting import HotwordGraph
 from oasr.graphs.search import SearchOptions, WfstPath, decode_rows, read_tokens, segment_words
 from oasr.graphs.store import GraphError, LoadedGraph, load_graph, resolve_graph
 from oasr.ops import CUDA, route
 
-__all__ = ["CtcWfstOptions", "CtcWfstDecodeStrategy", "WfstOutputs", "build_hotwords"]
+__all__ = ["CtcWfstOptions", "CtcWfstDecodeStrategy", "HotwordCache", "WfstOutputs",
+           "build_hotwords"]
 
 # The GPU search registers when its binding is imported, at the first routed call.
 _WFST_SEARCH = route("wfst_search", "wfst-search", scope=CUDA,
@@ -61,10 +63,9 @@ class CtcWfstOptions:
     blank_skip_threshold: float = option(1.0, doc="Frames whose blank probability exceeds this "
                                                   "are not decoded (as the ctc family's); 1.0 "
                                                   "never skips.")
-    hotwords: list[str] = option([], doc="Phrases to boost, comma-separated; each word must be "
-                                         "in the graph's words table.")
-    hotwords_score: float = option(1.5, doc="A hot phrase's bonus per unit of its words' "
-                                            "spellings (log-prob units).")
+    hotwords_score: float = option(1.5, doc="A request's hot phrase earns this per unit of its "
+                                            "words' spellings (log-prob units; a request's "
+                                            "hotwords_score overrides it).")
 
     def validate(self) -> None:
         if not self.graph:
@@ -111,6 +112,26 @@ def build_hotwords(graph: LoadedGraph, hotwords: str | Sequence[str] | None,
             labels.append(label)
         ids.append(labels)
     return HotwordGraph(ids, bonus)
+
+
+class HotwordCache:
+    """Requests' boosting automata over one graph, built once per (hotwords, score)."""
+
+    def __init__(self, graph: LoadedGraph, default_score: float) -> None:
+        self.graph, self.default_score = graph, default_score
+        self._built: dict[tuple, Any] = {}
+
+    def get(self, decoding: Any) -> Any:
+        """The native boosting automaton of a request's hot words (``None``: it has none)."""
+        score = (self.default_score if decoding.hotwords_score is None
+                 else decoding.hotwords_score)
+        key = (decoding.hotwords, score)
+        if key not in self._built:
+            if len(self._built) > 256:
+                self._built.clear()
+            hot = build_hotwords(self.graph, decoding.hotwords, score)
+            self._built[key] = hot.native() if hot is not None else None
+        return self._built[key]
 
 
 def token_posteriors(log_probs: torch.Tensor, lens: np.ndarray,
@@ -184,7 +205,7 @@ class CtcWfstDecodeStrategy(FrameSyncStrategy):
     consumes = "log_probs"
     capability = "ctc"
     options_cls = CtcWfstOptions
-    selective_options: ClassVar[tuple[str, ...]] = ()
+    selective_options: ClassVar[tuple[str, ...]] = ("hotwords", "hotwords_score")
     streaming_session = CtcWfstStreamingSession
 
     def __init__(self, model: Any, options: Any = None, **kwargs: Any) -> None:
@@ -193,9 +214,7 @@ class CtcWfstDecodeStrategy(FrameSyncStrategy):
         self.graph = load_graph(resolve_graph(self.options.graph, self._bundle()))
         self._check_units(model)
         self.search_options = self.options.search(self.blank)
-        self.hotwords = build_hotwords(self.graph, self.options.hotwords,
-                                       self.options.hotwords_score)
-        self.boosting = self.hotwords.native() if self.hotwords is not None else None
+        self.hotwords = HotwordCache(self.graph, self.options.hotwords_score)
 
     def _bundle(self) -> Path | None:
         source = getattr(self.engine_config, "model", "") or ""
@@ -232,26 +251,31 @@ class CtcWfstDecodeStrategy(FrameSyncStrategy):
                              f"({self.graph.path.stem}.lexicon.int, written by 'oasr graph "
                              "build')")
         super().validate_options(decoding)
+        if decoding.hotwords_score is not None and not decoding.hotwords:
+            raise ValueError("hotwords_score boosts a request's hotwords; it sets none")
+        self.hotwords.get(decoding)  # builds (and checks) the phrases
 
-    def search(self, log_probs: torch.Tensor, lens: torch.Tensor | None
-               ) -> tuple[np.ndarray, list[WfstPath]]:
-        """log_probs (B, T', V), lens (B,) -> the rows' frame counts and best paths."""
+    def search(self, log_probs: torch.Tensor, lens: torch.Tensor | None,
+               boosting: Sequence[Any] | None = None) -> tuple[np.ndarray, list[WfstPath]]:
+        """log_probs (B, T', V), lens (B,) -> the rows' frame counts and best paths;
+        ``boosting``: per row its hot words' automaton or ``None``."""
         B, T = log_probs.shape[:2]
         n = (np.full(B, T, dtype=np.int64) if lens is None
              else lens.detach().to("cpu", torch.int64).numpy())
-        device = _WFST_SEARCH.select(log_probs, self.graph, self.search_options, self.boosting)
+        boosting = list(boosting) if boosting and any(b is not None for b in boosting) else None
+        device = _WFST_SEARCH.select(log_probs, self.graph, self.search_options, boosting)
         if device is not None:
             return n, device(log_probs, lens, self.graph, self.search_options)
         lp, n = host_log_probs(log_probs, lens)
         threads = max(1, min(B, torch.get_num_threads()))
-        boosting = [self.boosting] * B if self.boosting is not None else None
         return n, decode_rows(self.graph.graph.native(), lp, n, self.search_options, boosting,
                               threads)
 
     def decode_offline(self, log_probs: torch.Tensor, lens: torch.Tensor | None,
                        requests: list[Request]) -> list[RequestOutput]:
         """log_probs (B, T', V), lens (B,) encoder frames -> one output per request."""
-        n, paths = self.search(log_probs, lens)
+        boosting = [self.hotwords.get(r.decoding) for r in requests]
+        n, paths = self.search(log_probs, lens, boosting)
         outputs = WfstOutputs(self.graph, self.blank, self.clock)
         rows = [outputs.tokens(p) for p in paths]
         probs = token_posteriors(log_probs, n, rows)

@@ -6,6 +6,7 @@ so a stream's final hypothesis is the offline one for the same log-probs.
 final state when there are any). No token is reported stable before the utterance ends
 (``stable_prefix`` is 0): a later frame can still change any word of a WFST path. A stream keeps
 its utterance's log-probs to read the tokens' posteriors; an endpoint (``reset``) drops them.
+Streams carry no hot words (a stream has no request options to name them).
 """
 
 from __future__ import annotations
@@ -39,8 +40,7 @@ class WfstStream:
         self.graph = strategy.graph
         self.blank = strategy.blank
         self.decoder = native("wfst").Decoder(self.graph.graph.native(),
-                                              strategy.search_options.native(),
-                                              strategy.boosting)
+                                              strategy.search_options.native(), None)
         self.chunks: list[np.ndarray] = []
 
     def reset(self) -> None:

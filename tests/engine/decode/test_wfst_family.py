@@ -105,9 +105,8 @@ def test_options_defaults_strings_and_validation():
     assert (opts.beam, opts.max_active, opts.min_active, opts.acoustic_scale) == (
         16.0, 7000, 200, 1.0)
     opts = resolve_options(CtcWfstOptions, {"graph": "g", "beam": "12.5", "max_active": "900",
-                                            "hotwords": "bad cab,fee", "hotwords_score": "2"})
-    assert (opts.beam, opts.max_active, opts.hotwords, opts.hotwords_score) == (
-        12.5, 900, ["bad cab", "fee"], 2.0)
+                                            "hotwords_score": "2"})
+    assert (opts.beam, opts.max_active, opts.hotwords_score) == (12.5, 900, 2.0)
     for bad in ({}, {"graph": "g", "beam": 0}, {"graph": "g", "max_active": 1},
                 {"graph": "g", "min_active": 10, "max_active": 10},
                 {"graph": "g", "blank_skip_threshold": 0.0}, {"graph": "g", "acoustic_scale": 0},
@@ -202,11 +201,20 @@ def test_hotwords_change_the_result(graph_path):
     x[0, t + 2, UNIT["b"]] = math.log(0.6)
     x = x.log_softmax(-1)
     n = torch.tensor([x.shape[1]])
-    assert strategy(graph_path).decode_offline(x, n, requests(1))[0].text == "cab bad"
-    hot = strategy(graph_path, hotwords=["bead"], hotwords_score=3.0)
-    assert hot.decode_offline(x, n, requests(1))[0].text == "cab bead"
+    s = strategy(graph_path, hotwords_score=3.0)
+    assert s.decode_offline(x, n, requests(1))[0].text == "cab bad"
+    assert s.decode_offline(x, n, requests(1, hotwords="bead"))[0].text == "cab bead"
+    # a request's score overrides the family's: too small a bonus leaves 'bad'
+    weak = requests(1, hotwords=("bead",), hotwords_score=0.01)
+    assert s.decode_offline(x, n, weak)[0].text == "cab bad"
+    # rows of one batch carry their own hot words
+    x2, n2 = torch.cat([x, x]), torch.cat([n, n])
+    mixed = [*requests(1), *requests(1, hotwords="bead")]
+    assert [o.text for o in s.decode_offline(x2, n2, mixed)] == ["cab bad", "cab bead"]
     with pytest.raises(GraphError, match="'zebra'"):
-        strategy(graph_path, hotwords=["zebra"])
+        s.validate_options(DecodingOptions(hotwords="zebra"))
+    with pytest.raises(ValueError, match="sets none"):
+        s.validate_options(DecodingOptions(hotwords_score=2.0))
 
 
 # -- the engine and streaming -------------------------------------------------------------------
