@@ -85,3 +85,29 @@ def test_build_refusals(bundle, tmp_path):
                                        "--device", "cpu", "--no-progress", "--decode-method",
                                        "ctc_wfst", "--graph", "nope"])
     assert missing.exit_code != 0 and "no graph 'nope'" in missing.output
+
+
+def test_stream_gives_the_offline_words_on_a_causal_model(tmp_path):
+    """``oasr stream --decode-method ctc_wfst --graph tg`` on the causal fixture: the stream's
+    finals are the words ``oasr transcribe`` gives for the file."""
+    src = fixture_dir("causal_conv2d8")
+    causal = tmp_path / "causal"
+    detect_converter(src).convert(src, causal, source_label="wenet_causal")
+    text = tmp_path / "lm.txt"
+    text.write_text("\n".join(" ".join(s) for s in sentences(40)) + "\n", encoding="utf-8")
+    built = CliRunner().invoke(app, ["graph", "build", "-m", str(causal), "--text", str(text),
+                                     "--order", "2"])
+    assert built.exit_code == 0, built.output
+    audio = str(clip(CLIPS[1]))
+    flags = ["-m", str(causal), "--device", "cpu", "--decode-method", "ctc_wfst",
+             "--graph", "tg"]
+    streamed = CliRunner().invoke(app, ["stream", audio, *flags, "-o",
+                                        str(tmp_path / "s.jsonl")])
+    assert streamed.exit_code == 0, streamed.output
+    offline = CliRunner().invoke(app, ["transcribe", audio, *flags, "--no-progress", "-o",
+                                       str(tmp_path / "o.jsonl")])
+    assert offline.exit_code == 0, offline.output
+    finals = [json.loads(r) for r in (tmp_path / "s.jsonl").read_text().splitlines()]
+    (row,) = [json.loads(r) for r in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert row["text"]
+    assert " ".join(f["text"] for f in finals) == row["text"]
