@@ -6,6 +6,7 @@ namespace py = pybind11;
 void bind_alignment(py::module_& m);
 void bind_ctc(py::module_& m);
 void bind_transducer(py::module_& m);
+void bind_wfst(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "OASR's native CPU code (csrc/).";
@@ -15,4 +16,6 @@ PYBIND11_MODULE(_C, m) {
   bind_ctc(ctc);
   auto transducer = m.def_submodule("transducer");
   bind_transducer(transducer);
+  auto wfst = m.def_submodule("wfst");
+  bind_wfst(wfst);
 }

@@ -12,6 +12,7 @@ import typer
 from oasr.cli.bench import bench_command
 from oasr.cli.convert import convert_command
 from oasr.cli.gaps import gaps_command
+from oasr.cli.graph import graph_command
 from oasr.cli.help_format import OasrCommand
 from oasr.cli.models import models_command
 from oasr.cli.stream import stream_command
@@ -48,6 +49,7 @@ COMMANDS = (
     ("bench", bench_command, "RTFx, latency and memory against batch size, vs peers."),
     ("convert", convert_command, "Convert a checkpoint into a native bundle."),
     ("gaps", gaps_command, "The kernel-gap report, or one workload's dispatch."),
+    ("graph", graph_command, "Build a decoding graph (lexicon x n-gram) for a CTC model."),
     ("models", models_command, "The models --model takes and the architectures."),
     ("stream", stream_command, "Stream files or a microphone: partials and finals."),
     ("transcribe", transcribe_command, "Transcribe recordings into Parquet, JSONL or TXT."),

@@ -73,6 +73,9 @@ def stream_command(
     decode_method: str | None = typer.Option(None, help="Decode family (default: the model's)."),
     decode_option: list[str] = typer.Option(
         [], "--decode-option", "-d", metavar="K=V", help="k=v option of the decode family."),
+    graph: str | None = typer.Option(
+        None, "--graph", help="ctc_wfst's decoding graph (a .fst or a graph's name in the "
+                              "bundle); needs --decode-method ctc_wfst."),
     language: str | None = typer.Option(None, help="Language code (multilingual Whisper)."),
     task: str | None = typer.Option(None, help="transcribe or translate (multilingual Whisper)."),
     step: float = typer.Option(1.0, help="Seconds of new audio between two partial decodes."),
@@ -136,7 +139,7 @@ def stream_command(
         run = RunOptions.from_flat(model=model, device=device, dtype=dtype, batch_size=batch_size,
                                    quantization=quantization, compute_type=compute_type,
                                    decode_method=decode_method, decode_options=decode_option,
-                                   language=language, task=task).validate()
+                                   graph=graph, language=language, task=task).validate()
     except OptionsError as exc:
         err(f"error: {exc.for_cli()}", err=True)
         raise typer.Exit(2) from None

@@ -94,6 +94,11 @@ def transcribe_command(
     beam_size: int | None = typer.Option(
         None, "--beam-size", help="Beam width: the family's beam_size option (Whisper: 1, "
                                   "greedy, by default)."),
+    graph: str | None = typer.Option(
+        None, "--graph",
+        help="ctc_wfst's decoding graph: a .fst (TLG, Kaldi HCLG) or the name of a graph in "
+             "the model's bundle ('oasr graph build' makes one); needs --decode-method "
+             "ctc_wfst."),
     max_new_tokens: int | None = typer.Option(
         None, "--max-new-tokens",
         help="Tokens a window may generate (autoregressive families; the model's own limit "

@@ -142,6 +142,14 @@ DTW_CUDA = register_library(BuildSpec(
         "oasr_dtw_starts": _codes("ptr, ptr, ptr, ptr, ptr, i32, i32, i32, ptr"),
     },
 ))
+WFST_CUDA = register_library(BuildSpec(
+    name="wfst_cuda",
+    sources=("wfst/wfst_cuda.cu",),
+    signatures={
+        "oasr_wfst_decode": _codes("ptr, ptr, ptr, ptr"),
+        "oasr_wfst_sizes": _codes("ptr, ptr, ptr"),
+    },
+))
 
 
 # -- where things are ------------------------------------------------------------------------

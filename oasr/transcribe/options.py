@@ -124,6 +124,8 @@ class DecodeOptions:
     decode_method: str | None = None  # None: the model's own family
     decode_options: dict[str, Any] = field(default_factory=dict)  # the family's, as -d k=v
     beam_size: int | None = None  # the family option beam_size (decode_options wins)
+    # ctc_wfst's decoding graph: a .fst path or a graph's name in the bundle (-d graph wins).
+    graph: str | None = None
     # Tokens a window may generate; None: scaled with the window's audio (generation_limits).
     max_new_tokens: int | None = None
     language: str | None = None
@@ -180,16 +182,23 @@ class DecodeOptions:
                 raise OptionsError("hotwords_score", " boosts the hotwords, and none are "
                                    "given: add --hotwords (hotwords=...)")
 
+        if self.graph is not None and self.decode_method != "ctc_wfst":
+            raise OptionsError("graph", f" {self.graph}: a decoding graph is read by the "
+                               "ctc_wfst decode family; add --decode-method ctc_wfst")
+
     def search_options(self) -> dict[str, Any]:
         """The ``DecodingOptions`` fields of the same name these options set (the runner puts
         ``prefix`` on a recording's first window only, as faster-whisper)."""
         return {name: getattr(self, name) for name in SEARCH_OPTIONS}
 
     def family_options(self) -> dict[str, Any]:
-        """``decode_options`` with ``beam_size`` filled in where it does not set it."""
+        """``decode_options`` with ``beam_size`` and ``graph`` filled in where it does not set
+        them."""
         out = dict(self.decode_options)
         if self.beam_size is not None:
             out.setdefault("beam_size", str(self.beam_size))
+        if self.graph is not None:
+            out.setdefault("graph", self.graph)
         return out
 
 
@@ -418,6 +427,7 @@ class RunKeywords(CallKeywords, total=False):
     decode_method: str | None
     decode_options: dict[str, Any] | None
     beam_size: int | None
+    graph: str | None
     vad: str
     vad_model_dir: str | None
     vad_threshold: float | None

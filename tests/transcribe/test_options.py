@@ -72,6 +72,10 @@ def test_flat_spellings_and_refusals():
         RunOptions.from_flat(batch_size=0).validate()
     assert str(bad.value).startswith("batch_size 0: must be at least 1")
     assert bad.value.for_cli().startswith("--batch-size 0: must be at least 1")
+    graph = RunOptions.from_flat(decode_method="ctc_wfst", graph="tg").validate()
+    assert graph.decode.family_options() == {"graph": "tg"}
+    with pytest.raises(OptionsError, match="graph tg: .*--decode-method ctc_wfst"):
+        RunOptions.from_flat(graph="tg").validate()
     for kw in ({"device": "tpu"}, {"dtype": "fp8"}, {"threads": 0}, {"beam_size": 0},
                {"max_new_tokens": 0}, {"no_speech_threshold": 2.0}, {"emit": ["bogus"]}):
         with pytest.raises(OptionsError):

@@ -17,6 +17,7 @@ DECODE_STRATEGIES: Registry[type[DecodeStrategy]] = Registry(
 
 DECODE_STRATEGIES.register("aed", "oasr.engine.decode.aed:AedDecodeStrategy")
 DECODE_STRATEGIES.register("ctc", "oasr.engine.decode.ctc:CtcDecodeStrategy")
+DECODE_STRATEGIES.register("ctc_wfst", "oasr.engine.decode.ctc_wfst:CtcWfstDecodeStrategy")
 DECODE_STRATEGIES.register("llm", "oasr.engine.decode.llm:LlmDecodeStrategy")
 DECODE_STRATEGIES.register(
     "ctc_aed_rescoring", "oasr.engine.decode.ctc_aed_rescoring:CtcAedRescoringStrategy"

@@ -5,6 +5,7 @@ import pytest
 
 from oasr.engine.decode.base import DecodeStrategy
 from oasr.engine.decode.ctc_streaming import CtcStreamingSession
+from oasr.engine.decode.ctc_wfst_streaming import CtcWfstStreamingSession
 from oasr.engine.decode.registry import DECODE_STRATEGIES
 from oasr.engine.decode.streaming import StreamingSession
 from oasr.engine.decode.transducer_streaming import TransducerStreamingSession
@@ -31,4 +32,5 @@ def test_builtin_families_declare_their_sessions():
     assert declared["transducer"] is TransducerStreamingSession
     # a subclass of ctc whose rescoring reads a whole utterance says so
     assert declared["ctc_aed_rescoring"] is None
-    assert {n for n, s in declared.items() if s is not None} == {"ctc", "transducer"}
+    assert declared["ctc_wfst"] is CtcWfstStreamingSession
+    assert {n for n, s in declared.items() if s is not None} == {"ctc", "ctc_wfst", "transducer"}
