@@ -17,7 +17,7 @@ from typing import Any
 
 from oasr.models.converter import MappedWeights
 
-__all__ = ["Rule", "WeightMap", "renames"]
+__all__ = ["Rule", "WeightMap", "keep_unmatched", "renames"]
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,16 @@ class WeightMap:
         return None
 
     def apply(self, raw: Mapping[str, Any], out: MappedWeights | None = None,
-              only: Container[str] | None = None) -> tuple[MappedWeights, list[str]]:
+              only: Container[str] | None = None,
+              translate: Callable[[str], str] | None = None) -> tuple[MappedWeights, list[str]]:
         """Put every renamed tensor of ``raw`` in ``out`` and record every dropped key; return
         it with the unmatched keys, in ``raw``'s order. With ``only`` (our model's keys), a key
-        renamed to one outside it is unmatched too."""
+        renamed to one outside it is unmatched too. With ``translate``, the rules see
+        ``translate(key)`` (another layout's name for it); sources stay ``raw``'s keys."""
         out = MappedWeights() if out is None else out
         unmatched = []
         for key, value in raw.items():
-            found = self.target(key)
+            found = self.target(key if translate is None else translate(key))
             if found is None or (only is not None and found[1] is not None
                                  and found[1] not in only):
                 unmatched.append(key)
@@ -87,3 +89,12 @@ class WeightMap:
         """``apply`` as a plain dict of our keys (dropped keys left out) and the unmatched keys."""
         out, unmatched = self.apply(raw)
         return out.tensors, unmatched
+
+
+def keep_unmatched(raw: Mapping[str, Any], out: MappedWeights,
+                   unmatched: list[str]) -> MappedWeights:
+    """``out`` with each unmatched key of ``raw`` kept under its own name, so the load report
+    refuses it by name as unexpected (no key no rule knows is lost silently)."""
+    for name in unmatched:
+        out.put(name, raw[name], name)
+    return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oasr.models.weight_map import Rule, WeightMap, renames
+from oasr.models.weight_map import Rule, WeightMap, keep_unmatched, renames
 
 
 def test_first_matching_rule_decides_and_unmatched_keys_are_reported_in_order():
@@ -36,6 +36,15 @@ def test_renames_escapes_the_table_and_a_rule_may_reshape():
     out, unmatched = keys.apply({"enc/4/a/b.c": 1, "enc/4/aXb.c": 2, "w": torch.zeros(2, 3, 1)})
     assert out.tensors["enc.4.x.y"] == 1 and out.tensors["w"].shape == (2, 3)
     assert unmatched == ["enc/4/aXb.c"]  # the table's "/" and "." are literal
+
+
+def test_translate_matches_another_layouts_name_and_unmatched_keys_can_be_kept_by_name():
+    keys = WeightMap(Rule(r"hf\.(.*)", r"ours.\1"))
+    raw = {"nemo.a": 1, "odd": 2}
+    out, unmatched = keys.apply(raw, translate=lambda k: k.replace("nemo.", "hf."))
+    assert out.tensors == {"ours.a": 1} and out.sources == {"ours.a": "nemo.a"}
+    kept = keep_unmatched(raw, out, unmatched)
+    assert kept.tensors == {"ours.a": 1, "odd": 2} and kept.sources["odd"] == "odd"
 
 
 def test_two_keys_mapped_to_one_and_a_drop_without_reason_are_refused():

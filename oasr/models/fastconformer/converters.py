@@ -26,6 +26,7 @@ from oasr.models.converter import (
     read_json,
 )
 from oasr.models.fastconformer.config import FastConformerConfig
+from oasr.models.weight_map import Rule, WeightMap, keep_unmatched
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = [
@@ -48,10 +49,58 @@ _BLOCK_NAMES = {
     "conv.pointwise_conv1": "conv.pointwise_conv1", "conv.depthwise_conv": "conv.depthwise_conv",
     "conv.norm": "conv.norm", "conv.pointwise_conv2": "conv.pointwise_conv2",
 }
-_BLOCK = re.compile(r"^encoder\.layers\.(\d+)\.(.+)\.(weight|bias|running_mean|running_var)$")
-_BIAS_UV = re.compile(r"^encoder\.layers\.(\d+)\.self_attn\.bias_([uv])$")
-_SUBSAMPLING = re.compile(r"^encoder\.subsampling\.layers\.(\d+)\.(weight|bias)$")
-_POINTWISE = (".conv.pointwise_conv1.weight", ".conv.pointwise_conv2.weight")
+# transformers' transducer modules -> ours (``oasr.models.fastconformer.transducer``).
+_TRANSDUCER_NAMES = {
+    "encoder_projector.": "joint.enc_proj.",
+    "decoder.embedding.": "predictor.embedding.",
+    "decoder.lstm.": "predictor.lstm.",
+    "decoder.decoder_projector.": "joint.pred_proj.",
+    "joint.head.": "joint.out.",
+}
+_POINTWISE = ("conv.pointwise_conv1", "conv.pointwise_conv2")
+# Keys transformers saves that no parameter of ours stands for.
+INV_FREQ = Rule(r".*\.inv_freq", reason="sinusoid frequencies (recomputed)")
+HF_DROPS = WeightMap(Rule(r".*num_batches_tracked", reason="BatchNorm training counter"),
+                     INV_FREQ)
+
+
+def squeeze_kernel(t: torch.Tensor) -> torch.Tensor:
+    """A width-1 Conv1d kernel ``(out, in, 1)`` as the Linear weight ``(out, in)`` we hold."""
+    return t.squeeze(-1) if t.dim() == 3 else t
+
+
+def block_renames(block_names: dict[str, str], layers: str, ours: str) -> tuple[Rule, ...]:
+    """Per-block parameters: ``layers.N.<upstream>.<param>`` -> ``ours.N.<ours>.<param>``
+    (``layers`` is a pattern, ``ours`` a template); pointwise kernels lose their width."""
+    block = layers + r"\.(\d+)\."
+    kernels = tuple(Rule(block + re.escape(up) + r"\.weight", ours + rf".\1.{name}.weight",
+                         tensor=squeeze_kernel)
+                    for up, name in block_names.items() if up.endswith(_POINTWISE))
+    return (*kernels, *(
+        Rule(block + re.escape(up) + r"\.(weight|bias|running_mean|running_var)",
+             ours + rf".\1.{name}.\2") for up, name in block_names.items()))
+
+
+def hf_renames(conv_index: dict[int, int], head: str) -> WeightMap:
+    """transformers' Parakeet names -> ours (``conv_index``: ``_subsampling_indices``; CTC
+    keeps ``ctc_head``, a transducer maps ``_TRANSDUCER_NAMES``; the other head's keys and
+    unknown ones are unmatched)."""
+    rules = [
+        *block_renames(_BLOCK_NAMES, r"encoder\.layers", "encoder.layers"),
+        Rule(r"encoder\.layers\.(\d+)\.self_attn\.bias_([uv])",
+             r"encoder.layers.\1.attn.pos_bias_\2"),
+        *(Rule(rf"encoder\.subsampling\.layers\.{hf}\.(weight|bias)",
+               rf"encoder.subsampling.convs.{i}.\1") for hf, i in conv_index.items()),
+        Rule(r"encoder\.subsampling\.linear\.(.*)", r"encoder.subsampling.out.\1"),
+    ]
+    if head == "ctc":
+        rules += [Rule(r"ctc_head\.weight", "ctc_head.weight", tensor=squeeze_kernel),
+                  Rule(r"ctc_head\..*", r"\g<0>")]
+    else:
+        rules += [Rule(re.escape(hf) + "(.*)", ours + r"\1")
+                  for hf, ours in _TRANSDUCER_NAMES.items()]
+    return WeightMap(*rules)
+
 
 # encoder_config fields whose non-default values change the graph: (default, accepted).
 _ENCODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
@@ -168,21 +217,8 @@ class _HfParakeetConverter(BaseCheckpointConverter):
 
     def map_weights(self, path: Path, config: FastConformerConfig) -> MappedWeights:
         raw = load_hf_weights(path)
-        out = MappedWeights()
-        conv_index = _subsampling_indices(config)
-        for name, t in raw.items():
-            ours = _map_name(name, conv_index, self.head)
-            if name.endswith("num_batches_tracked"):
-                out.drop(name, "BatchNorm training counter")
-            elif name.endswith(".inv_freq"):
-                out.drop(name, "sinusoid frequencies (recomputed)")
-            elif ours is None:
-                out.put(name, t, name)  # unknown: the load report refuses it by name
-            else:
-                if (name.endswith(_POINTWISE) or name == "ctc_head.weight") and t.dim() == 3:
-                    t = t.squeeze(-1)
-                out.put(ours, t, name)
-        return out
+        rules = HF_DROPS + hf_renames(_subsampling_indices(config), self.head)
+        return keep_unmatched(raw, *rules.apply(raw))
 
     def build_feature_config(self, config: FastConformerConfig) -> FeatureConfig:
         pre = getattr(self, "_pre", None)
@@ -211,37 +247,6 @@ def _subsampling_indices(config: FastConformerConfig) -> dict[int, int]:
     for stage in range(config.subsampling_stages - 1):
         hf += [2 + 3 * stage, 3 + 3 * stage]
     return {h: i for i, h in enumerate(hf)}
-
-
-def _map_name(name: str, conv_index: dict[int, int], head: str) -> str | None:
-    m = _BLOCK.match(name)
-    if m and m.group(2) in _BLOCK_NAMES:
-        return f"encoder.layers.{m.group(1)}.{_BLOCK_NAMES[m.group(2)]}.{m.group(3)}"
-    m = _BIAS_UV.match(name)
-    if m:
-        return f"encoder.layers.{m.group(1)}.attn.pos_bias_{m.group(2)}"
-    m = _SUBSAMPLING.match(name)
-    if m and int(m.group(1)) in conv_index:
-        return f"encoder.subsampling.convs.{conv_index[int(m.group(1))]}.{m.group(2)}"
-    if name.startswith("encoder.subsampling.linear."):
-        return name.replace("encoder.subsampling.linear.", "encoder.subsampling.out.")
-    if head == "ctc" and name.startswith("ctc_head."):
-        return name
-    if head != "ctc":
-        for hf, ours in _TRANSDUCER_NAMES.items():
-            if name.startswith(hf):
-                return ours + name[len(hf):]
-    return None
-
-
-# transformers' transducer modules -> ours (``oasr.models.fastconformer.transducer``).
-_TRANSDUCER_NAMES = {
-    "encoder_projector.": "joint.enc_proj.",
-    "decoder.embedding.": "predictor.embedding.",
-    "decoder.lstm.": "predictor.lstm.",
-    "decoder.decoder_projector.": "joint.pred_proj.",
-    "joint.head.": "joint.out.",
-}
 
 
 class HfParakeetCtcConverter(_HfParakeetConverter):

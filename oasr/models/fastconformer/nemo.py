@@ -4,7 +4,7 @@
 The head comes from the config: a ``decoder.prednet`` makes a transducer, TDT when the loss
 is ``tdt`` (durations from ``model_defaults.tdt_durations``), CTC otherwise. NeMo's blank is
 the last unit, ``len(labels)``. Weights are renamed NeMo -> transformers -> ours, so one
-table (``converters._map_name``) names our parameters; options this encoder does not
+``WeightMap`` (``converters.hf_renames``) names our parameters; options this encoder does not
 implement (another subsampling, attention, or a causal conv) are refused by name.
 
 A ``.nemo`` file is untrusted input: its config is read from the archive without unpacking, and
@@ -35,12 +35,13 @@ from oasr.models.converter import (
 )
 from oasr.models.fastconformer.config import FastConformerConfig
 from oasr.models.fastconformer.converters import (
-    _map_name,
     _subsampling_indices,
     expected_shapes,
+    hf_renames,
     parakeet_logmel_features,
 )
 from oasr.models.safe_load import load_torch_checkpoint
+from oasr.models.weight_map import Rule, WeightMap, keep_unmatched
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = ["NemoCtcConverter", "NemoRnntConverter", "NemoTdtConverter", "read_nemo",
@@ -67,6 +68,12 @@ _NEMO_TO_HF = (
     (".self_attn.linear_pos.", ".self_attn.relative_k_proj."),
     (".self_attn.pos_bias_u", ".self_attn.bias_u"),
     (".self_attn.pos_bias_v", ".self_attn.bias_v"),
+)
+# NeMo keys no parameter of ours stands for (matched before the NeMo -> transformers renaming).
+_NEMO_DROPS = WeightMap(
+    Rule(r"preprocessor\..*", reason="frontend buffers (the frontend is parakeet_logmel)"),
+    Rule(r".*num_batches_tracked", reason="BatchNorm training counter"),
+    Rule(r".*\.pe|encoder\.pos_enc\..*", reason="sinusoid table (recomputed)"),
 )
 # encoder options: (NeMo's default, accepted values)
 _ENCODER_FIXED: dict[str, tuple[Any, tuple[Any, ...]]] = {
@@ -274,29 +281,10 @@ class _NemoConverter(BaseCheckpointConverter):
         raw = load_torch_checkpoint(ckpt, name=_member_label(ckpt))
         if not isinstance(raw, dict):
             raise CorruptCheckpointFileError(f"{_member_label(ckpt)} does not hold a state dict")
-        out = MappedWeights()
-        conv_index = _subsampling_indices(config)
-        for name, t in raw.items():
-            if name.startswith("preprocessor."):
-                out.drop(name, "frontend buffers (the frontend is parakeet_logmel)")
-                continue
-            if name.endswith("num_batches_tracked"):
-                out.drop(name, "BatchNorm training counter")
-                continue
-            if name.endswith(".pe") or name.startswith("encoder.pos_enc."):
-                out.drop(name, "sinusoid table (recomputed)")
-                continue
-            hf = _nemo_to_hf(name)
-            ours = _map_name(hf, conv_index, self.head)
-            if ours is None:
-                out.put(name, t, name)  # the load report refuses it by name
-                continue
-            if t.dim() == 3 and t.shape[-1] == 1 and (
-                    hf.endswith((".pointwise_conv1.weight", ".pointwise_conv2.weight"))
-                    or hf == "ctc_head.weight"):
-                t = t.squeeze(-1)
-            out.put(ours, t, name)
-        return out
+        out, rest = _NEMO_DROPS.apply(raw)
+        rest_raw = {name: raw[name] for name in rest}
+        renamed = hf_renames(_subsampling_indices(config), self.head)
+        return keep_unmatched(rest_raw, *renamed.apply(rest_raw, out, translate=_nemo_to_hf))
 
     def build_feature_config(self, config: FastConformerConfig) -> FeatureConfig:
         pre = getattr(self, "_pre", None) or {}

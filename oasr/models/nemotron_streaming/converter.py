@@ -16,7 +16,6 @@ linear_{1,2}``; ``num_prompts``, ``prompt_intermediate_size``, ``default_prompt_
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +25,22 @@ from oasr.features.spec import FeatureConfig
 from oasr.models.converter import MappedWeights, load_hf_weights, read_json
 from oasr.models.fastconformer import converters as parakeet
 from oasr.models.nemotron_streaming.config import NemotronStreamingConfig
+from oasr.models.weight_map import Rule, WeightMap, keep_unmatched
 
 __all__ = ["HfNemotronPromptedConverter", "HfNemotronStreamingConverter"]
 
-_STAGE = re.compile(r"^encoder\.subsampling\.layers\.(\d+)\.(depthwise|pointwise)_conv\."
-                    r"(weight|bias)$")
+_PROMPT = Rule(r"prompt_projector\.linear_[12]\.(weight|bias)", r"\g<0>")
 
 
-def _map_prompt(name: str) -> str | None:
-    m = re.match(r"^prompt_projector\.(linear_[12])\.(weight|bias)$", name)
-    return f"prompt_projector.{m.group(1)}.{m.group(2)}" if m else None
-
-
-def _map_subsampling(name: str) -> str | None:
-    if name.startswith("encoder.subsampling.conv_in."):
-        return "encoder.subsampling.convs.0." + name.rsplit(".", 1)[1]
-    m = _STAGE.match(name)
-    if m:
-        idx = 1 + 2 * int(m.group(1)) + (1 if m.group(2) == "pointwise" else 0)
-        return f"encoder.subsampling.convs.{idx}.{m.group(3)}"
-    return None
+def _subsampling_renames(config: NemotronStreamingConfig) -> tuple[Rule, ...]:
+    """``conv_in`` is our first conv; stage N's (depthwise, pointwise) convs follow it."""
+    stages = (
+        Rule(rf"encoder\.subsampling\.layers\.{n}\.{kind}_conv\.(weight|bias)",
+             rf"encoder.subsampling.convs.{1 + 2 * n + pointwise}.\1")
+        for n in range(config.subsampling_stages - 1)
+        for pointwise, kind in enumerate(("depthwise", "pointwise")))
+    return (Rule(r"encoder\.subsampling\.conv_in\.(?:.*\.)?([^.]*)",
+                 r"encoder.subsampling.convs.0.\1"), *stages)
 
 
 class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
@@ -101,19 +96,10 @@ class HfNemotronStreamingConverter(parakeet.HfParakeetRnntConverter):
         return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
     def map_weights(self, path: Path, config: NemotronStreamingConfig) -> MappedWeights:
-        out = MappedWeights()
-        for name, t in load_hf_weights(path).items():
-            ours = (_map_subsampling(name) or _map_prompt(name)
-                    or parakeet._map_name(name, {}, "rnnt"))
-            if name.endswith(".inv_freq"):
-                out.drop(name, "sinusoid frequencies (recomputed)")
-            elif ours is None:
-                out.put(name, t, name)  # unknown: the load report refuses it by name
-            else:
-                if name.endswith(parakeet._POINTWISE) and t.dim() == 3:
-                    t = t.squeeze(-1)
-                out.put(ours, t, name)
-        return out
+        raw = load_hf_weights(path)
+        rules = (WeightMap(parakeet.INV_FREQ, *_subsampling_renames(config), _PROMPT)
+                 + parakeet.hf_renames({}, "rnnt"))
+        return keep_unmatched(raw, *rules.apply(raw))
 
     def build_feature_config(self, config: NemotronStreamingConfig) -> FeatureConfig:
         feats = parakeet.parakeet_logmel_features(config.num_mel_bins,

@@ -19,6 +19,7 @@ from oasr.features.spec import FeatureConfig
 from oasr.models.converter import BaseCheckpointConverter, MappedWeights, read_yaml
 from oasr.models.paraformer.config import ParaformerConfig
 from oasr.models.safe_load import load_torch_checkpoint
+from oasr.models.weight_map import Rule, WeightMap
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = ["FunasrParaformerConverter", "read_config_yaml"]
@@ -27,6 +28,15 @@ CONFIG_NAME = "config.yaml"
 WEIGHT_NAMES = ("model.pt", "model.pb")
 TOKEN_NAMES = ("tokens.json", "tokens.txt")
 MVN_NAME = "am.mvn"
+# FunASR's names are ours once a DataParallel ``module.`` is stripped; names we do not know
+# are kept, so the load report refuses them as unexpected.
+_FUNASR_KEYS = WeightMap(
+    Rule(r"(?:module\.)?decoder\.embed\..*",
+         reason="token embedding the NAR decoder never reads"),
+    Rule(r"(?:module\.)?(?:ctc|criterion_att)\..*",
+         reason="training-only head (CTC loss / label smoothing)"),
+    Rule(r"(?:module\.)?(.*)", r"\1"),
+)
 
 
 def read_config_yaml(path: Path) -> dict[str, Any] | None:
@@ -98,16 +108,7 @@ class FunasrParaformerConverter(BaseCheckpointConverter):
                 raw = raw[wrapper]
         if not isinstance(raw, dict) or not all(isinstance(v, torch.Tensor) for v in raw.values()):
             raise ValueError(f"{ckpt} does not hold a state dict of tensors")
-        out = MappedWeights()
-        for name, tensor in raw.items():
-            key = name[len("module."):] if name.startswith("module.") else name
-            if key.startswith("decoder.embed."):
-                out.drop(name, "token embedding the NAR decoder never reads")
-            elif key.startswith("ctc.") or key.startswith("criterion_att."):
-                out.drop(name, "training-only head (CTC loss / label smoothing)")
-            else:
-                # Names we do not know are kept, so the load report refuses them as unexpected.
-                out.put(key, tensor, name)
+        out, _ = _FUNASR_KEYS.apply(raw)  # the last rule matches every key
         mvn = path / MVN_NAME
         if not mvn.is_file():
             raise FileNotFoundError(f"{path} has no {MVN_NAME}: Paraformer's features are "

@@ -13,6 +13,7 @@ the audio then the instruction, as transformers' ``apply_chat_template`` renders
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from oasr.models.converter import (
     whisper_logmel_features,
 )
 from oasr.models.qwen2_audio.config import Qwen2AudioConfig
+from oasr.models.weight_map import Rule, WeightMap
 from oasr.tokenizers.base import TokenizerSpec
 
 __all__ = ["HfQwen2AudioConverter", "map_key"]
@@ -47,11 +49,20 @@ _INSTRUCTION_MARK = "\x00instruction\x00"
 _REQUIRED_TOKENS = ("<|im_start|>", "<|im_end|>", "<|audio_bos|>", "<|audio_eos|>")
 
 
+_KEYS = WeightMap(*(Rule(re.escape(src) + "(.*)", dst + r"\1") for src, dst in _PREFIXES))
+_LM_HEAD = "decoder.lm_head.weight"
+
+
 def map_key(name: str) -> str | None:
-    for src, dst in _PREFIXES:
-        if name.startswith(src):
-            return dst + name[len(src):]
-    return None
+    found = _KEYS.target(name)
+    return None if found is None else found[1]
+
+
+# With tied embeddings, every upstream spelling of the output head is dropped.
+_TIED_HEAD = WeightMap(*(
+    Rule(re.escape(name), reason="tied to decoder.embed_tokens.weight")
+    for name in (src + _LM_HEAD[len(dst):] for src, dst in _PREFIXES if _LM_HEAD.startswith(dst))
+    if map_key(name) == _LM_HEAD))
 
 
 def _special_tokens(folder: Path) -> dict[str, int]:
@@ -200,15 +211,10 @@ class HfQwen2AudioConverter(BaseCheckpointConverter):
     def map_weights(self, path: Path, config: Qwen2AudioConfig) -> MappedWeights:
         raw = load_hf_weights(path)
         expected = self.expected_shapes(config)
-        out = MappedWeights()
-        for name, tensor in raw.items():
-            key = map_key(name)
-            if key == "decoder.lm_head.weight" and config.tie_word_embeddings:
-                out.drop(name, "tied to decoder.embed_tokens.weight")
-            elif key is not None and key in expected:
-                out.put(key, tensor, name)
-            else:
-                out.drop(name, "not a Qwen2-Audio inference weight")
+        keys = _TIED_HEAD + _KEYS if config.tie_word_embeddings else _KEYS
+        out, unmatched = keys.apply(raw, only=expected)
+        for name in unmatched:
+            out.drop(name, "not a Qwen2-Audio inference weight")
         return out
 
     def build_decoding_defaults(self, config: Qwen2AudioConfig, path: Path) -> dict[str, Any]:
