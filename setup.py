@@ -1,9 +1,10 @@
 """Builds the native extension ``oasr._C`` (CPU C++, pybind11) and, when asked, the CUDA kernel
 libraries; everything else is pyproject.
 
-``OASR_SOURCES`` is every ``.cc`` under ``csrc/``; each area binds itself as a submodule of
-``oasr._C`` from ``csrc/python/module.cc``. The CUDA sources live inside the package
-(``oasr/csrc/kernels``, shipped as package data) and are compiled just in time by
+Every native source lives under ``oasr/csrc/`` and every build spec in ``oasr/ops/build.py``:
+``HOST_EXTENSION`` is every ``.cc`` under ``oasr/csrc/host/``; each area binds itself as a
+submodule of ``oasr._C`` from ``oasr/csrc/host/python/module.cc``. The CUDA sources
+(``oasr/csrc/kernels``, shipped as package data) are compiled just in time by
 ``oasr.kernels.jit``; with ``OASR_CUDA_ARCH`` set (e.g. ``sm_90``) and nvcc found, ``build_py``
 also compiles every library of ``oasr/ops/build.py``'s specs into ``oasr/kernels/prebuilt/``
 (the same command the JIT runs), which ``jit.load`` then uses for that target.
@@ -20,7 +21,6 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-OASR_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc").rglob("*.cc"))
 
 
 def _build_specs():
@@ -55,14 +55,16 @@ class BuildPyWithKernels(build_py):
             subprocess.run(cmd, check=True)
 
 
+HOST = _build_specs().HOST_EXTENSION
+
 setup(
     ext_modules=[
         Pybind11Extension(
-            "oasr._C",
-            OASR_SOURCES,
-            include_dirs=["csrc", "oasr/csrc/kernels"],  # kernels shared with the host (*.cuh)
-            cxx_std=17,
-            extra_compile_args=["-O3"],
+            HOST.name,
+            HOST.sources(ROOT),
+            include_dirs=list(HOST.include_dirs),
+            cxx_std=HOST.cxx_std,
+            extra_compile_args=list(HOST.compile_args),
         )
     ],
     cmdclass={"build_ext": build_ext, "build_py": BuildPyWithKernels},

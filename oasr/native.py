@@ -1,7 +1,7 @@
 """The compiled extension ``oasr._C``, with one clear error where it was not built.
 
-``pip install .`` / ``pip install -e .`` compile ``csrc/**/*.cc`` into ``oasr._C``; there is no
-Python stand-in for what it does (see docs/decoding.md, "Word timings").
+``pip install .`` / ``pip install -e .`` compile ``oasr/csrc/host/**/*.cc`` into ``oasr._C``; there
+is no Python stand-in for what it does (see docs/decoding.md, "Word timings").
 """
 
 from __future__ import annotations
@@ -18,6 +18,6 @@ def native(submodule: str) -> ModuleType:
         raise ImportError(
             "OASR's native extension oasr._C is not built (it holds the word-timing pass and the "
             "CPU CTC decoders); reinstall from the source tree with `pip install -e .`, which "
-            f"compiles csrc/ (needs a C++17 compiler): {exc}"
+            f"compiles oasr/csrc/host/ (needs a C++17 compiler): {exc}"
         ) from exc
     return getattr(ext, submodule)

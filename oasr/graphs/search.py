@@ -1,5 +1,5 @@
-"""The CPU search (``oasr._C.wfst``, csrc/wfst/faster_decoder.h: Kaldi's FasterDecoder) and what a
-best path means: the tokens it emits, their frames, its words.
+"""The CPU search (``oasr._C.wfst``, oasr/csrc/host/wfst/faster_decoder.h: Kaldi's FasterDecoder)
+and what a best path means: the tokens it emits, their frames, its words.
 
 A path consumes one emitting arc per decoded frame. Its tokens are read off those arcs by the
 graph's ``token_rule``:
@@ -142,8 +142,8 @@ def path_from_arcs(graph: Any, arcs: np.ndarray, frames: np.ndarray, cost: float
 
 def decoded_frames(blank_log_probs: np.ndarray, argmax: np.ndarray, length: int, blank: int,
                    threshold: float) -> np.ndarray:
-    """The frames the search decodes under blank skipping (csrc/wfst/faster_decoder.h's rule,
-    vectorised): those whose blank probability is at most ``threshold``, and before one whose
+    """The frames the search decodes under blank skipping (oasr/csrc/host/wfst/faster_decoder.h's
+    rule, vectorised): those whose blank probability is at most ``threshold``, and before one whose
     argmax repeats the previous decoded frame's non-blank argmax right after a skip, the
     skipped frame just before it."""
     if threshold >= 1.0 or length <= 0:

@@ -1,8 +1,8 @@
 """``ctc_cuda``: the CTC prefix beam search on the GPU (oasr/csrc/kernels/ctc/).
 
 The same search as the CPU decoder (``oasr._C.ctc.prefix_beam``, stated in
-csrc/ctc/prefix_beam.h): WeNet's ``ctc_prefix_beam_search`` with blank skipping, n-best, and
-each token's emitting frame recorded on the hypothesis' best path as the beam extends (word
+oasr/csrc/host/ctc/prefix_beam.h): WeNet's ``ctc_prefix_beam_search`` with blank skipping, n-best,
+and each token's emitting frame recorded on the hypothesis' best path as the beam extends (word
 timings come free). Beam width up to 32, any vocabulary.
 
 State lives in a ``CtcBeamPool``: a pool of stream slots on the device, each holding its beam,

@@ -1,4 +1,7 @@
-"""The build spec of each CUDA kernel library, shared by the JIT and by a prebuilt build.
+"""The build specs of the native code: the host extension ``oasr._C`` (``HOST_EXTENSION``,
+read by ``setup.py``) and each CUDA kernel library, shared by the JIT and by a prebuilt build.
+Every native source lives under ``oasr/csrc/``: ``host/`` (C++, pybind11) and ``kernels/``
+(framework-free CUDA headers and launchers, which the host code includes too).
 
 A ``BuildSpec`` is everything that makes a library: its launcher sources (one translation unit,
 under ``oasr/csrc/kernels``, shipped inside the package), the nvcc flags, and the table of
@@ -21,7 +24,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["ARG_CODES", "BASE_FLAGS", "BuildSpec", "KernelBuildError", "LIBRARIES",
+__all__ = ["ARG_CODES", "BASE_FLAGS", "BuildSpec", "HOST_EXTENSION", "HostExtension",
+           "KernelBuildError", "LIBRARIES",
            "SignatureMismatch", "buildable", "check_signatures", "csrc_root", "find_nvcc",
            "format_signatures", "nvcc_command", "parse_signatures", "prebuilt_dir",
            "prebuilt_library", "register_library", "toolchain_available"]
@@ -30,6 +34,25 @@ ARG_CODES = ("ptr", "i32", "u32", "i64", "u64", "f32", "f64")
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
                                "--expt-relaxed-constexpr", "-lineinfo")
 _PACKAGE = Path(__file__).resolve().parents[1]  # the installed (or source) ``oasr`` package
+
+
+@dataclass(frozen=True)
+class HostExtension:
+    """The CPU extension: every ``.cc`` under ``source_root``, compiled with ``include_dirs``
+    (paths relative to the repository root; the kernels' ``*.cuh`` are shared with the host)."""
+
+    name: str
+    source_root: str
+    include_dirs: tuple[str, ...]
+    cxx_std: int = 17
+    compile_args: tuple[str, ...] = ("-O3",)
+
+    def sources(self, root: Path) -> list[str]:
+        return sorted(str(p.relative_to(root)) for p in (root / self.source_root).rglob("*.cc"))
+
+
+HOST_EXTENSION = HostExtension("oasr._C", "oasr/csrc/host",
+                               ("oasr/csrc/host", "oasr/csrc/kernels"))
 
 
 class KernelBuildError(RuntimeError):

@@ -53,13 +53,14 @@ GEMM = declare_gap(KernelGap(
     "gemm",
     "no OASR GEMM kernel: Linear, Column/RowParallelLinear, LinearActivation and PointwiseConv1d "
     "run cuBLAS through torch, with unfused epilogues",
-    "a GEMM with fused bias/activation epilogues in csrc/gemm, routed by oasr.layers.linear",
+    "a GEMM with fused bias/activation epilogues in oasr/csrc/kernels/gemm, routed by "
+    "oasr.layers.linear",
 ))
 NORM = declare_gap(KernelGap(
     "norm",
     "no fused normalization kernel: LayerNorm, RMSNorm, BiasNorm and the Add* residual forms "
     "run as separate torch ops",
-    "a fused residual-add + norm kernel in csrc/norm, routed by oasr.layers.norm",
+    "a fused residual-add + norm kernel in oasr/csrc/kernels/norm, routed by oasr.layers.norm",
 ))
 FMHA = declare_gap(KernelGap(
     "fmha",

@@ -4,9 +4,9 @@ The model's fused encoder + CTC head (``forward_offline``) hands over log-probs 
 CUDA the search runs on the device (``oasr.kernels.ctc_cuda``, oasr/csrc/kernels/ctc/) and only the
 hypotheses come back, in one copy; a beam wider than the kernel serves is the declared gap
 ``ctc-beam-width`` and runs on the CPU, counted. On the CPU the search runs in ``oasr._C.ctc``
-(csrc/ctc/) with the GIL released, one row per thread up to torch's thread count. Both are
-WeNet's ``ctc_prefix_beam_search`` (the statement is in csrc/ctc/prefix_beam.h); on the CPU beam
-width 1 is the greedy best path, which the GPU search at width 1 equals.
+(oasr/csrc/host/ctc/) with the GIL released, one row per thread up to torch's thread count. Both are
+WeNet's ``ctc_prefix_beam_search`` (the statement is in oasr/csrc/host/ctc/prefix_beam.h); on the
+CPU beam width 1 is the greedy best path, which the GPU search at width 1 equals.
 
 Word timings are recorded, not derived: the search keeps each token's emitting frame on the
 hypothesis' best path as it extends it, and each token's posterior is read at that frame (max
@@ -51,7 +51,7 @@ CTC_HOTWORDS = ops.declare_gap(ops.KernelGap(
     what="CTC prefix beam search with hotwords (a context graph per prefix): neither the CUDA "
          "kernel nor the C++ CPU search carries the graph",
     fix="carry a context-graph state and bonus per prefix in oasr/csrc/kernels/ctc/"
-        "prefix_beam.cuh and csrc/ctc/prefix_beam.h (the Python prefix beam serves it)",
+        "prefix_beam.cuh and oasr/csrc/host/ctc/prefix_beam.h (the Python prefix beam serves it)",
 ))
 DEFAULT_HOTWORDS_SCORE = 1.5  # sherpa-onnx's default bonus per token
 

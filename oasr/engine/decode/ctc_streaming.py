@@ -1,7 +1,7 @@
 """CTC searches that continue across chunks: the ``ctc`` family's greedy path and prefix beam
-(WeNet's ``ctc_prefix_beam_search``, the statement in csrc/ctc/prefix_beam.h) with their state
-kept per stream, so feeding a stream's log-probs chunk by chunk gives the hypotheses the offline
-search gives on the whole sequence.
+(WeNet's ``ctc_prefix_beam_search``, the statement in oasr/csrc/host/ctc/prefix_beam.h) with their
+state kept per stream, so feeding a stream's log-probs chunk by chunk gives the hypotheses the
+offline search gives on the whole sequence.
 
 ``feed(log_probs (T, V))`` advances by T frames; ``best()`` is the current best hypothesis
 (tokens, each token's emitting frame and its posterior there, score). Frames are counted

@@ -2,7 +2,7 @@
 build``, or a Kaldi / k2 graph), so a lexicon, an n-gram language model and hot words shape the
 transcript.
 
-The search is token passing with beam pruning, Kaldi's FasterDecoder (csrc/wfst/, the CPU
+The search is token passing with beam pruning, Kaldi's FasterDecoder (oasr/csrc/host/wfst/, the CPU
 search, one row per thread); on CUDA the batched device search (``oasr.kernels.wfst_cuda``)
 serves it, and what it does not serve is a declared gap run on the CPU, counted. One best path
 per row (no lattice): ``n_best`` is 1.

@@ -5,7 +5,7 @@
 first reaches each token row, -1 past rows[b]. Routed (op ``dtw_starts``): a CUDA block runs the
 ``dtw_cuda`` kernel, one launch for the batch and one copy back; a CPU block, or a CUDA block
 the kernel cannot serve (its counted gap), runs the C++ DTW (``oasr._C.alignment.dtw_starts``,
-the recursion stated in csrc/alignment/dtw.h) over the rows.
+the recursion stated in oasr/csrc/host/alignment/dtw.h) over the rows.
 
 ``forward_native`` is the torch statement of the same path, vectorised over the batch and the
 grid's anti-diagonals as the kernel is: the oracle both are tested against.

@@ -2,7 +2,7 @@
 // the anti-diagonals of the accumulated-cost grid (every cell of a diagonal depends only on the
 // two before it), then one thread walks the path back. Framework-free CUDA C++.
 //
-// The recursion is csrc/alignment/dtw.cc's, cell for cell: acc(0, 0) = 0, the rest of the
+// The recursion is oasr/csrc/host/alignment/dtw.cc's, cell for cell: acc(0, 0) = 0, the rest of the
 // grid's first row and column +inf, acc(i, j) = cost(i-1, j-1) + the strict minimum of
 // (diagonal, token+1, frame+1) in that order of preference, any tie going to frame+1. One fp32
 // add per cell in both, so the paths are equal, not close.

@@ -4,7 +4,7 @@
 // frames continues a slot's beam in place, so a streaming decoder and an offline batch run the
 // same kernel (offline is one chunk per slot). A prefix is a node of the slot's token trie and
 // its best path's emitting frames a linked list in the slot's frame arena, both append-only
-// with `capacity` entries, as in the CPU search (csrc/ctc/prefix_beam.cc). As there, a token
+// with `capacity` entries, as in the CPU search (oasr/csrc/host/ctc/prefix_beam.cc). As there, a token
 // sequence has one node for the whole stream: a prefix returning to the beam finds its old
 // node through its parent's child list, so its live extensions are found from it again.
 #pragma once

@@ -1,7 +1,7 @@
 // CTC prefix beam search on the GPU: one thread block continues one stream's beam over a chunk
 // of frames. Framework-free CUDA C++.
 //
-// The search is the CPU one's, step for step (csrc/ctc/prefix_beam.h states it): per decoded
+// The search is the CPU one's, step for step (oasr/csrc/host/ctc/prefix_beam.h states it): per decoded
 // frame, every (top token u, live prefix h) pair, tokens outer and prefixes inner, updates the
 // next frame's prefixes; equal scores rank by which prefix the pairs touched first; the best
 // beam_size survive; blank skipping with the replay of a skipped frame between equal tokens.

@@ -1,9 +1,9 @@
 // Batched token passing over a WFST, one utterance per executor: a CUDA block per row
-// (wfst_cuda.cu) or a serial host loop (csrc/python/wfst.cc, the CPU statement of the same code
+// (wfst_cuda.cu) or a serial host loop (oasr/csrc/host/python/wfst.cc, the CPU statement of the same code
 // that the GPU is tested against). Framework-free: plain pointers, no torch, no CUDA outside the
 // __CUDACC__ sections.
 //
-// The search is Kaldi's FasterDecoder (csrc/wfst/faster_decoder.h) with its one order-dependent
+// The search is Kaldi's FasterDecoder (oasr/csrc/host/wfst/faster_decoder.h) with its one order-dependent
 // step made exact: where Kaldi tightens the next frame's cutoff while it walks the tokens (so a
 // token added early may survive a cutoff that later drops below it), this computes the cutoff
 // over every arc first (min new cost + the adaptive beam) and then adds exactly the tokens

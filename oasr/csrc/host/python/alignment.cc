@@ -1,4 +1,4 @@
-// oasr._C.alignment: thin pybind11 bindings over csrc/alignment.
+// oasr._C.alignment: thin pybind11 bindings over oasr/csrc/host/alignment.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -108,7 +108,7 @@ py::tuple snap_to_pauses(const F64& starts, const F64& ends,
 }  // namespace
 
 void bind_alignment(py::module_& m) {
-  m.doc() = "Word timings and DTW (csrc/alignment).";
+  m.doc() = "Word timings and DTW (oasr/csrc/host/alignment).";
   m.def("word_timings", &word_timings, py::arg("pieces"), py::arg("starts"), py::arg("ends"),
         py::arg("probs"), py::arg("seconds_per_frame"), py::arg("offset") = 0.0,
         "Words cut from the concatenated pieces -> (words [(word, start, end, confidence)], "

@@ -1,4 +1,4 @@
-// oasr._C.wfst: thin pybind11 bindings over csrc/wfst (the CPU WFST decoder).
+// oasr._C.wfst: thin pybind11 bindings over oasr/csrc/host/wfst (the CPU WFST decoder).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -253,7 +253,7 @@ py::list device_search(const std::shared_ptr<Graph>& graph, const F32& log_probs
 }  // namespace
 
 void bind_wfst(py::module_& m) {
-  m.doc() = "Token-passing WFST decoding of CTC log-probs (csrc/wfst): Kaldi's FasterDecoder.";
+  m.doc() = "Token-passing WFST decoding of CTC log-probs (oasr/csrc/host/wfst): Kaldi's FasterDecoder.";
   py::class_<DecoderOptions>(m, "DecoderOptions")
       .def(py::init<>())
       .def_readwrite("beam", &DecoderOptions::beam)

@@ -1,4 +1,4 @@
-// oasr._C.ctc: thin pybind11 bindings over csrc/ctc (CPU CTC decoders).
+// oasr._C.ctc: thin pybind11 bindings over oasr/csrc/host/ctc (CPU CTC decoders).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -93,7 +93,7 @@ py::list prefix_beam(const F32& log_probs, const I64& lengths, int64_t blank, in
 }  // namespace
 
 void bind_ctc(py::module_& m) {
-  m.doc() = "CPU CTC decoders (csrc/ctc): greedy and WeNet-style prefix beam search.";
+  m.doc() = "CPU CTC decoders (oasr/csrc/host/ctc): greedy and WeNet-style prefix beam search.";
   py::class_<Hypothesis>(m, "Hypothesis")
       .def(py::init<>(), "An empty hypothesis (no tokens, score 0).")
       .def_property_readonly("tokens", [](const Hypothesis& h) { return to_array(h.tokens); },
@@ -116,7 +116,7 @@ void bind_ctc(py::module_& m) {
   m.def("prefix_beam", &prefix_beam, py::arg("log_probs"), py::arg("lengths"),
         py::arg("blank") = 0, py::arg("beam_size") = 10, py::arg("blank_skip_threshold") = 1.0,
         py::arg("nbest") = 1, py::arg("num_threads") = 1,
-        "CTC prefix beam search (WeNet semantics; csrc/ctc/prefix_beam.h) of log_probs "
+        "CTC prefix beam search (WeNet semantics; oasr/csrc/host/ctc/prefix_beam.h) of log_probs "
         "(B, T, V) float32 over lengths (B,) -> per row, up to nbest Hypothesis, best first "
         "(score: logaddexp(pb, pnb)). Frames whose blank probability exceeds "
         "blank_skip_threshold are skipped (>= 1: never).");

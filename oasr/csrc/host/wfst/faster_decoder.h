@@ -23,7 +23,7 @@
 // cost + final cost, else the cheapest by cost. Tracebacks are records (previous record, arc,
 // frame) in an arena that is compacted to the records live tokens reach as it grows.
 //
-// Blank skipping is the ctc family's (csrc/ctc/prefix_beam.h): a frame whose blank
+// Blank skipping is the ctc family's (oasr/csrc/host/ctc/prefix_beam.h): a frame whose blank
 // probability exceeds blank_skip_threshold is not decoded; when the next decoded frame's argmax
 // is a non-blank equal to the previous decoded frame's and the frame before it was skipped, the
 // last skipped frame is decoded first.
