@@ -19,13 +19,25 @@ def test_every_library_source_is_inside_the_package():
     root = build.csrc_root()
     assert root.is_relative_to(os.path.dirname(oasr.__file__))
     assert set(LIBRARIES) == {"features_cuda", "ctc_cuda", "paged_decode", "rnn_cuda",
-                              "dtw_cuda", "transducer_cuda"}
+                              "dtw_cuda", "transducer_cuda", "wfst_cuda"}
     for spec in LIBRARIES.values():
         for src in spec.sources:
             text = (root / src).read_text()
             assert f"OASR_EXPORT_SIGNATURES({spec.name}," in text
             for fn in spec.signatures:  # every declared launcher is in the exported table
                 assert f"OASR_SIGNATURE({fn})" in text
+
+
+def test_the_host_extension_is_built_from_the_same_tree():
+    """One native tree: the extension's sources and includes all lie under oasr/csrc/."""
+    from pathlib import Path
+
+    repo = Path(build.__file__).resolve().parents[2]
+    sources = build.HOST_EXTENSION.sources(repo)
+    assert sources and all(s.startswith("oasr/csrc/host/") for s in sources)
+    assert "oasr/csrc/host/python/module.cc" in sources
+    assert all(d.startswith("oasr/csrc/") and (repo / d).is_dir()
+               for d in build.HOST_EXTENSION.include_dirs)
 
 
 def test_signature_table_parses_and_mismatches_are_named():
