@@ -174,7 +174,7 @@ def build_coverage_detector(name: str, vad_segmenter: Any = None, vad_name: str 
     if not silero_installed():
         raise ValueError("coverage_vad silero: silero-vad is not installed; pip install "
                          "'oasr[vad]', or pass --coverage-vad energy")
-    from oasr.transcribe.vad_segments import build_recording_segmenter
+    from oasr.transcribe.recording_segmenter import build_recording_segmenter
 
     return SegmenterSpeech(build_recording_segmenter("silero", device=device), "silero")
 

@@ -96,7 +96,7 @@ class TranscriptionSession:
         key = json.dumps([vad.vad, vad.vad_model_dir, vad.segmenter_overrides()],
                          sort_keys=True)
         if key not in self._segmenters:
-            from oasr.transcribe.vad_segments import build_recording_segmenter
+            from oasr.transcribe.recording_segmenter import build_recording_segmenter
 
             try:
                 self._segmenters[key] = build_recording_segmenter(
