@@ -11,8 +11,8 @@ EXTRACTORS: Registry[ExtractorSpec] = Registry(
 
 # Built-in frontends, imported on first use.
 EXTRACTORS.register("whisper_logmel", "oasr.features.whisper_logmel:WHISPER_LOGMEL")
-EXTRACTORS.register("fbank", "oasr.features.kaldi:FBANK")
-EXTRACTORS.register("mfcc", "oasr.features.kaldi:MFCC")
+EXTRACTORS.register("fbank", "oasr.features.kaldi_specs:FBANK")
+EXTRACTORS.register("mfcc", "oasr.features.kaldi_specs:MFCC")
 
 # FastConformer (Parakeet / NeMo) frontend.
 EXTRACTORS.register("parakeet_logmel", "oasr.features.parakeet_spec:PARAKEET_LOGMEL")

@@ -25,8 +25,8 @@ longest row's count when the batch is padded to its longest row; frames past a r
 are zero. No host sync: every shape follows from ``T`` and the config.
 
 Streaming: each frame depends only on its own ``span`` samples, so a stream reproduces offline
-features exactly (``oasr.features.kaldi_streaming``: the specs' ``streaming_fn`` and
-``flush_fn``); ``kaldi_framing(config)`` gives the grid.
+features exactly (``oasr.features.kaldi_streaming``; the registered specs, which join the two,
+are ``oasr.features.kaldi_specs``); ``kaldi_framing(config)`` gives the grid.
 
 Devices: ``fbank`` / ``mfcc`` on a CUDA input run the CUDA kernels (``oasr.kernels.features_cuda``:
 framing, cuFFT, sparse mel + log), routed and counted by ``oasr.ops``; a config they do not
@@ -46,7 +46,7 @@ import torch
 
 from oasr import ops
 from oasr.features.mel import mel_filters
-from oasr.features.spec import ExtractorSpec, FeatureConfig, StreamingFraming
+from oasr.features.spec import FeatureConfig, StreamingFraming
 
 # The CUDA kernels register under these ops when oasr.kernels.features_cuda is imported (at the
 # first routed call); CPU inputs are out of scope.
@@ -397,19 +397,7 @@ def cepstra(
     return _mask(ceps, frame_lens)
 
 
-def _streaming(audio: torch.Tensor, state: Any, config: FeatureConfig) -> tuple[torch.Tensor, Any]:
-    from oasr.features.kaldi_streaming import kaldi_streaming
-
-    return kaldi_streaming(audio, state, config)
-
-
-def _flush(state: Any, config: FeatureConfig) -> torch.Tensor:
-    from oasr.features.kaldi_streaming import kaldi_flush
-
-    return kaldi_flush(state, config)
-
-
-def _default_framing() -> StreamingFraming:
+def default_framing() -> StreamingFraming:
     # The spec's grid for FeatureConfig's defaults; other rates and frame sizes take theirs from
     # kaldi_framing(config). Read off the fields: no FeatureConfig exists before registration.
     d = {f.name: f.default for f in dataclasses.fields(FeatureConfig)}
@@ -418,30 +406,3 @@ def _default_framing() -> StreamingFraming:
         _kaldi_samples(rate, d["frame_length_ms"]), _kaldi_samples(rate, d["frame_shift_ms"])
     )
 
-
-FBANK = ExtractorSpec(
-    kind="fbank",
-    fn=fbank,
-    framing=_default_framing(),
-    streaming_fn=_streaming,
-    flush_fn=_flush,
-    defaults=dict(FBANK_DEFAULTS),
-    doc=(
-        "Kaldi fbank: povey-windowed frames of frame_length_ms every "
-        "frame_shift_ms, DC removed, preemphasis 0.97, power spectrum, num_mel_bins Kaldi mel "
-        "filters from 20 Hz to Nyquist, natural log floored at FLT_EPSILON. Output (B, T', F)."
-    ),
-)
-
-MFCC = ExtractorSpec(
-    kind="mfcc",
-    fn=mfcc,
-    framing=_default_framing(),
-    streaming_fn=_streaming,
-    flush_fn=_flush,
-    defaults=dict(MFCC_DEFAULTS),
-    doc=(
-        "Kaldi MFCC: the fbank log-mel energies through Kaldi's DCT to num_ceps (13), "
-        "liftered (22); C0 replaced by the raw log energy (use_energy). Output (B, T', num_ceps)."
-    ),
-)

@@ -10,15 +10,14 @@ import torch
 
 from oasr.features import FeatureConfig, build_extractor
 from oasr.features.kaldi import (
-    FBANK,
     FBANK_DEFAULTS,
-    MFCC,
     MFCC_DEFAULTS,
     fbank,
     kaldi_framing,
     mfcc,
     num_frames,
 )
+from oasr.features.kaldi_specs import FBANK, MFCC
 from tests.helpers.data import SHARED_DATA
 
 knf = pytest.importorskip("kaldi_native_fbank")

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from oasr.features import FeatureConfig, build_extractor
-from oasr.features.kaldi import FBANK, fbank, kaldi_framing
+from oasr.features.kaldi import fbank, kaldi_framing
+from oasr.features.kaldi_specs import FBANK
 from oasr.features.streaming import FramingState, flush_frames, stream_frames
 
 
