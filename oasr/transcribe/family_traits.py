@@ -49,4 +49,4 @@ def repairs_uncovered_speech(engine: ASREngine) -> bool:
     A frame-synchronous one (CTC, transducers, Paraformer) scores every frame: what it left
     uncovered it heard and emitted nothing for, and a stretch decoded apart from its context
     would differ from the upstream recipe's decode of the whole (coverage is still measured)."""
-    return bool(getattr(engine.strategy, "incremental", False))
+    return engine.strategy.incremental
