@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import soundfile as sf
 import torch
 
 from oasr.features.parakeet_logmel import parakeet_logmel
 from oasr.features.spec import FeatureConfig
+from tests.helpers.data import SHARED_DATA
 
 tf = pytest.importorskip("transformers", reason="pip install 'transformers>=5.23'")
-AUDIO = Path("/work/shared/data/librispeech-test-other-70/audio")
+AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio"
 
 
 @pytest.mark.parametrize("bins", [80, 128])

@@ -13,8 +13,9 @@ from oasr.graphs.arpa import NgramModel, estimate
 from oasr.graphs.compile import build_tlg
 from oasr.graphs.lexicon import Lexicon
 from oasr.graphs.store import GraphInfo, save_graph
+from tests.helpers.data import SHARED_DATA
 
-TRANSCRIPTS = Path("/work/shared/data/librispeech-test-other-70/transcripts.tsv")
+TRANSCRIPTS = SHARED_DATA / "librispeech-test-other-70" / "transcripts.tsv"
 UNITS = ["<blank>", *"abcdefghijklmnopqrstuvwxyz'"]
 UNIT_IDS = {u: i for i, u in enumerate(UNITS)}
 

@@ -29,6 +29,7 @@ from oasr.io import ManifestRow, OutputWriter
 from oasr.transcribe.generation_limits import generation_cap
 from oasr.transcribe.runner import TranscribeOptions, Transcriber, transcribe
 from oasr.transcribe.signals import Terminated, terminate_as_interrupt
+from tests.helpers.data import SHARED_DATA
 from tests.transcribe.conftest import SAMPLE_RATE, clip, write_tiny_bundle, write_wav
 
 REPO = Path(__file__).resolve().parents[2]
@@ -191,7 +192,7 @@ def test_crafted_headers_in_a_folder_are_error_rows_and_the_rest_transcribe(bund
 
 
 def test_mp3_resync_notes_do_not_reach_stderr(tmp_path):
-    mp3 = Path("/work/shared/data/misc/audio/common_voice_en_22058266.mp3")
+    mp3 = SHARED_DATA / "misc" / "audio" / "common_voice_en_22058266.mp3"
     if not mp3.is_file():
         pytest.skip(f"needs {mp3}")
     data = mp3.read_bytes()

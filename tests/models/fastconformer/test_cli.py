@@ -19,10 +19,11 @@ if not hasattr(tf, "ParakeetForTDT"):
                 allow_module_level=True)
 
 from oasr.cli.app import app  # noqa: E402
+from tests.helpers.data import SHARED_DATA  # noqa: E402
 from tests.models.fastconformer.hf_tiny import VOCAB, save_hf  # noqa: E402
 from tests.models.fastconformer.reference import hf_hypotheses  # noqa: E402
 
-AUDIO = Path("/work/shared/data/librispeech-test-other-70/audio")
+AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio"
 CLIPS = ("1688-142285-0002", "1688-142285-0003")
 BLANK = VOCAB - 1
 runner = CliRunner()

@@ -28,11 +28,12 @@ from oasr.engine.engine import ASREngine  # noqa: E402
 from oasr.models.registry import build_model_from_checkpoint, detect_converter  # noqa: E402
 from oasr.streaming import StreamingRecognizer, StreamOptions  # noqa: E402
 from oasr.vad.endpointer import EndpointConfig  # noqa: E402
+from tests.helpers.data import SHARED_DATA  # noqa: E402
 from tests.models.fastconformer.reference import hf_hypotheses  # noqa: E402
 from tests.models.nemotron_streaming.hf_tiny import PROMPTS, VOCAB, save_hf_prompted  # noqa: E402
 
 BLANK = VOCAB - 1
-AUDIO = Path("/work/shared/data/librispeech-test-other-70/audio")
+AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio"
 CLIP = AUDIO / "1688-142285-0002.flac"
 
 

@@ -26,10 +26,11 @@ from oasr.features.parakeet_streaming import (  # noqa: E402
 )
 from oasr.models.loader import load_pretrained  # noqa: E402
 from oasr.models.registry import detect_converter  # noqa: E402
+from tests.helpers.data import SHARED_DATA  # noqa: E402
 from tests.models.fastconformer.reference import hf_hypotheses  # noqa: E402
 from tests.models.nemotron_streaming.hf_tiny import VOCAB, save_hf  # noqa: E402
 
-AUDIO = Path("/work/shared/data/librispeech-test-other-70/audio/1688-142285-0002.flac")
+AUDIO = SHARED_DATA / "librispeech-test-other-70" / "audio" / "1688-142285-0002.flac"
 BLANK = VOCAB - 1
 
 

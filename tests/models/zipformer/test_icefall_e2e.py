@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from oasr.cli.app import app
 from tests.helpers.data import SHARED_DATA
+from tests.helpers.upstream_e2e import full_fp32
 
 # ~30 s on one core: 5 conversions, 20 transcribe and 3 stream runs over 18 s of audio each.
 pytestmark = pytest.mark.slow
@@ -151,7 +152,9 @@ def test_transcribe_equals_icefall_decode(converted, tmp_path, monkeypatch) -> N
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_transcribe_on_cuda_fp32_equals_icefall_decode(converted, tmp_path, monkeypatch) -> None:
     """The same decodes on the GPU in fp32: the CUDA fbank kernels (centred frames gathered by
-    ``snip_input``), the encoder and the searches on the device."""
+    ``snip_input``), the encoder and the searches on the device. cuDNN's TF32 convolutions
+    (torch's default) are off, as icefall's decodes were recorded in full fp32."""
+    full_fp32("cuda", monkeypatch)
     _check_transcribe(converted, tmp_path, monkeypatch, ["--device", "cuda", "--dtype", "fp32"])
 
 
