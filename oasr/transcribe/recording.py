@@ -78,6 +78,9 @@ class RowState:
     index: int = 0
     attempt: int = 0  # index into the fallback temperatures of the window in flight
     retries: int = 0  # windows of this row decoded again at a higher temperature
+    # The window in flight is the shorter one decoded again after its first segment was a
+    # skip (oasr.transcribe.skip_guard); its samples when so.
+    narrowed: int | None = None
     read_all: bool = False  # every window is decoded; the row waits on its repairs only
     groups: deque[WindowGroup] = field(default_factory=deque)
     settled: list[WindowGroup] = field(default_factory=list)  # released, in order

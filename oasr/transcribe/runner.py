@@ -63,8 +63,9 @@ from oasr.transcribe.recording import (
 )
 from oasr.transcribe.repair import RepairJob, RowCoverage
 from oasr.transcribe.rows import error_row
-from oasr.transcribe.running_wer import RunningWer
+from oasr.transcribe.run_stats import RunStats
 from oasr.transcribe.segments import Piece
+from oasr.transcribe.skip_guard import cut_before, first_skip
 
 __all__ = ["DEFAULT_WINDOW_S", "RunStats", "SettledWindow", "TranscribeOptions", "Transcriber",
            "header_duration", "resolve_conditioning", "resumes_from_timestamps", "takes_prompts",
@@ -76,6 +77,8 @@ SILENCE_PEAK = 1e-4
 CONTEXT_TOKENS = 1024
 # The window of a model that declares none (CTC reads any length; this bounds memory per row).
 DEFAULT_WINDOW_S = 30.0
+# A window whose first segment skipped speech is decoded again over this part of the window.
+NARROWED_WINDOW = 0.5
 
 
 @dataclass
@@ -122,44 +125,6 @@ class TranscribeOptions:
     # Speech checked against the words (oasr.transcribe.coverage): each row's ``coverage``,
     # uncovered stretches decoded again; None: not measured (needs word_timestamps).
     coverage: CoverageCheck | None = None
-
-
-@dataclass
-class RunStats:
-    """A run's figures: counters only, so they do not grow with the rows."""
-
-    rows: int = 0
-    errors: int = 0
-    skipped: int = 0
-    audio_s: float = 0.0
-    wall_s: float = 0.0
-    wer: RunningWer = field(default_factory=RunningWer)
-    # Rows by finish_reason (oasr.transcribe.rows.FINISH_REASONS).
-    finish_reasons: dict[str, int] = field(default_factory=dict)
-    error_examples: list[str] = field(default_factory=list)
-    # Rows left with detected speech no word covers (each carries a warning), and stretches
-    # of speech decoded again and kept (oasr.transcribe.repair).
-    coverage_warnings: int = 0
-    repairs: int = 0
-    dispatch: dict[tuple[str, str], int] = field(default_factory=dict)  # oasr.ops counts
-
-    def add(self, out: OutputRow, ref: str | None) -> None:
-        self.rows += 1
-        self.audio_s += out.duration or 0.0
-        if out.error:
-            self.errors += 1
-            if len(self.error_examples) < 5:
-                self.error_examples.append(f"{out.id}: {out.error}")
-            return
-        if out.finish_reason:
-            self.finish_reasons[out.finish_reason] = (
-                self.finish_reasons.get(out.finish_reason, 0) + 1)
-        if ref is not None:
-            self.wer.add(out.id, ref, out.text or "")
-
-    @property
-    def rtfx(self) -> float:
-        return self.audio_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
 def header_duration(row: ManifestRow) -> float | None:
@@ -295,11 +260,12 @@ class Transcriber:
         self.ready.append((out, state.row.text))
 
     def _next_window(self, state: RowState, seek: int) -> None:
-        """Submit the window starting at ``seek``, or finish the row when the audio ends."""
+        """Submit the window starting at ``seek`` (``state.narrowed`` samples long when set),
+        or finish the row when the audio ends."""
         row = state.row
         while True:
             try:
-                audio = state.reader.window(seek, self.window)
+                audio = state.reader.window(seek, state.narrowed or self.window)
                 more = state.reader.has_more(seek + len(audio))
             except AudioDecodeError as exc:
                 self._fail(state, row.located(str(exc)))
@@ -354,6 +320,20 @@ class Transcriber:
             state.retries += 1
             self._next_window(state, state.seek)  # the same window, one temperature up
             return
+        if state.long and self.resumes and state.decoding.word_timestamps:
+            skip = first_skip(out)
+            if skip == 0 and state.narrowed is None:
+                # The first segment is a skip: the same start over a shorter window, which
+                # gives the decoder another context.
+                state.narrowed = int(self.window * NARROWED_WINDOW)
+                self._next_window(state, state.seek)
+                return
+            if skip is not None:
+                # Again from the start: nothing of it is kept and the whole shorter window is
+                # settled, its speech left to the coverage repair.
+                out = (cut_before(out, skip) if skip else
+                       replace(cut_before(out, 0), resume_at=None))
+        state.narrowed = None
         temperature = fallback.temperatures[state.attempt] if fallback is not None else 0.0
         state.attempt = 0
         shift = state.row.offset

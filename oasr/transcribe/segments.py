@@ -40,7 +40,7 @@ from typing import Any
 from oasr.io.subtitles import ends_sentence, join_words
 
 __all__ = ["MAX_SEGMENT_S", "MIN_SENTENCE_S", "MIN_WORD_S", "SEGMENT_PAUSE_S", "Piece",
-           "assemble", "floor_word_lengths", "piece_segments", "trim_piece"]
+           "assemble", "floor_word_lengths", "piece_segments", "trim_piece", "word_offsets"]
 
 SEGMENT_PAUSE_S = 1.0
 MAX_SEGMENT_S = 12.0
@@ -69,7 +69,7 @@ class Piece:
     repair: list[tuple[float, float]] = field(default_factory=list)
 
 
-def _offsets(text: str, words: list[dict[str, Any]]) -> list[tuple[int, int]] | None:
+def word_offsets(text: str, words: list[dict[str, Any]]) -> list[tuple[int, int]] | None:
     """Each word's (start, end) character offset in ``text``, in order; None when a word is
     not found (a text the words were not cut from)."""
     out, pos = [], 0
@@ -93,7 +93,7 @@ def trim_piece(piece: Piece, lo: float, hi: float, by: str = "middle") -> Piece:
     keep = [i for i, t in enumerate(at) if lo <= t < hi]
     if len(keep) == len(words):
         return piece
-    offsets = _offsets(piece.text, words)
+    offsets = word_offsets(piece.text, words)
     if not keep:
         text = ""
     elif offsets is None:
@@ -136,7 +136,7 @@ def _restore_strays(piece: Piece) -> Piece:
     words = piece.words
     if not words or not piece.model_segments:
         return piece
-    offsets = _offsets(piece.text, words)
+    offsets = word_offsets(piece.text, words)
     if offsets is None:
         return piece
     breaks = _model_breaks(piece.text, piece.model_segments)
@@ -172,7 +172,7 @@ def _split_long(words: list[dict[str, Any]], run: list[int]) -> list[list[int]]:
 def piece_segments(piece: Piece) -> list[dict[str, Any]]:
     """The piece's segments (module docstring), unclipped."""
     words = piece.words or []
-    offsets = _offsets(piece.text, words) if words else None
+    offsets = word_offsets(piece.text, words) if words else None
     if offsets is None:
         if piece.model_segments:
             return [dict(s) for s in piece.model_segments if (s.get("text") or "").strip()]

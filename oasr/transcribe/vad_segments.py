@@ -49,6 +49,7 @@ from oasr.transcribe.repair import RowCoverage
 from oasr.transcribe.rows import assemble_row, error_row, no_speech_row
 from oasr.transcribe.runner import TranscribeOptions, Transcriber, window_options
 from oasr.transcribe.segments import Piece, assemble, trim_piece
+from oasr.transcribe.skip_guard import cut_before, first_skip
 from oasr.transcribe.vad_chunks import JOIN_OVERLAP_S, Chunk, merge_into_chunks, plan_chunks
 
 # Rows whose audio is read and run through the detector together.
@@ -229,6 +230,9 @@ class VadTranscriber(Transcriber):
         timed = bool(state.decoding.word_timestamps)
         for i, chunk in enumerate(state.chunks):
             out = state.outs[i]
+            skip = first_skip(out) if timed else None
+            if skip is not None:  # what the decoder skipped is left to the coverage repair
+                out = replace(cut_before(out, skip), resume_at=None)
             start, end = shift + chunk.start, shift + chunk.end
             words = [{"word": w.word, "start": round(start + w.start, 3),
                       "end": round(min(start + w.end, end), 3), "confidence": w.confidence}
