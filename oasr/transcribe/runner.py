@@ -322,7 +322,8 @@ class Transcriber:
             return
         if state.long and self.resumes and state.decoding.word_timestamps:
             skip = first_skip(out)
-            if skip == 0 and state.narrowed is None:
+            first = skip is not None and skip.segment == 0
+            if first and state.narrowed is None:
                 # The first segment is a skip: the same start over a shorter window, which
                 # gives the decoder another context.
                 state.narrowed = int(self.window * NARROWED_WINDOW)
@@ -331,8 +332,7 @@ class Transcriber:
             if skip is not None:
                 # Again from the start: nothing of it is kept and the whole shorter window is
                 # settled, its speech left to the coverage repair.
-                out = (cut_before(out, skip) if skip else
-                       replace(cut_before(out, 0), resume_at=None))
+                out = cut_before(out, skip, resume=not first)
         state.narrowed = None
         temperature = fallback.temperatures[state.attempt] if fallback is not None else 0.0
         state.attempt = 0

@@ -40,7 +40,8 @@ from typing import Any
 from oasr.io.subtitles import ends_sentence, join_words
 
 __all__ = ["MAX_SEGMENT_S", "MIN_SENTENCE_S", "MIN_WORD_S", "SEGMENT_PAUSE_S", "Piece",
-           "assemble", "floor_word_lengths", "piece_segments", "trim_piece", "word_offsets"]
+           "assemble", "floor_word_lengths", "piece_segments", "segment_offsets", "trim_piece",
+           "word_offsets"]
 
 SEGMENT_PAUSE_S = 1.0
 MAX_SEGMENT_S = 12.0
@@ -104,20 +105,23 @@ def trim_piece(piece: Piece, lo: float, hi: float, by: str = "middle") -> Piece:
                    start=max(piece.start, lo), end=min(piece.end, hi))
 
 
+def segment_offsets(text: str, texts: list[str]) -> list[int | None]:
+    """Character offset in ``text`` where each of the segment texts ``texts`` begins, in
+    order (stripped); None for an empty one or one not found there."""
+    out: list[int | None] = []
+    pos = 0
+    for piece in (t.strip() for t in texts):
+        at = text.find(piece, pos) if piece else -1
+        out.append(at if at >= 0 else None)
+        if at >= 0:
+            pos = at + len(piece)
+    return out
+
+
 def _model_breaks(text: str, segments: list[dict[str, Any]]) -> list[int]:
     """Character offsets in ``text`` where the model's segments after the first begin."""
-    breaks, pos = [], 0
-    for k, seg in enumerate(segments):
-        piece = (seg.get("text") or "").strip()
-        if not piece:
-            continue
-        at = text.find(piece, pos)
-        if at < 0:
-            continue
-        if k:
-            breaks.append(at)
-        pos = at + len(piece)
-    return breaks
+    found = segment_offsets(text, [seg.get("text") or "" for seg in segments])
+    return [at for k, at in enumerate(found) if k and at is not None]
 
 
 def _share(words: list[dict[str, Any]], first: int, span: dict[str, Any]) -> None:

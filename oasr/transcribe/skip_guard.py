@@ -13,61 +13,59 @@ collapse on slow speech) is no sign of a jump, and both flag honest segments.
 
 :func:`first_skip` finds the first such segment of a window's settled segments;
 :func:`cut_before` keeps the segments before it, so the next window resumes where the skip began
-(the sequential runner) or the coverage repair decodes the speech it left (VAD chunks).
+(the sequential runner), or settles the window and leaves the speech it skipped to the coverage
+repair (VAD chunks, a shorter window that jumped again).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from oasr.engine.request import RequestOutput, WordTiming
-from oasr.transcribe.segments import word_offsets
+from oasr.transcribe.segments import segment_offsets, word_offsets
 
-__all__ = ["LONG_WORD_S", "SCORED_WORDS", "SKIP_SCORE", "cut_before", "first_skip",
+__all__ = ["LONG_WORD_S", "SCORED_WORDS", "SKIP_SCORE", "Skip", "cut_before", "first_skip",
            "segment_score"]
 
 LONG_WORD_S = 2.0
 SCORED_WORDS = 8
 SKIP_SCORE = 3.0
-_PUNCTUATION = "\"'“¿([{-\"'.。,，!！?？:：”)]}、"
+_PUNCTUATION = "\"'“”¿([{-.。,，!！?？:：)]}、"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Where a window's decode jumped: its first skipped segment, and the words before it."""
+
+    segment: int
+    words: int
 
 
 def segment_score(words: list[WordTiming]) -> float:
     """The anomaly score of one segment's words (module docstring)."""
     scored = [w for w in words if w.word.strip() and w.word.strip() not in _PUNCTUATION]
-    score = 0.0
-    for w in scored[:SCORED_WORDS]:
-        score += max(0.0, w.end - w.start - LONG_WORD_S)
-    return score
+    return sum(max(0.0, w.end - w.start - LONG_WORD_S) for w in scored[:SCORED_WORDS])
 
 
 def _segment_words(out: RequestOutput) -> list[list[WordTiming]] | None:
-    """``out.words`` grouped by the settled segment they were cut from (the text is the
-    segments' texts joined by a space); None when the words are not the text's."""
-    words, segments = out.words or [], out.segments or []
-    offsets = word_offsets(out.text, [{"word": w.word} for w in words])
-    if offsets is None:
+    """``out.words`` grouped by the settled segment whose text holds them; None when the words
+    or a segment's text are not found in ``out.text``."""
+    assert out.segments is not None and out.words is not None
+    texts = [text for _, _, text in out.segments]
+    starts = segment_offsets(out.text, texts)
+    offsets = word_offsets(out.text, [{"word": w.word} for w in out.words])
+    if offsets is None or any(at is None and t.strip() for at, t in zip(starts, texts)):
         return None
-    bounds, pos = [], 0
-    for _, _, text in segments:
-        if not text:
-            bounds.append(pos)
-            continue
-        pos = out.text.find(text, pos)
-        if pos < 0:
-            return None
-        bounds.append(pos)
-        pos += len(text)
-    groups: list[list[WordTiming]] = [[] for _ in segments]
-    for w, (at, _) in zip(words, offsets):
-        k = max((i for i, b in enumerate(bounds) if b <= at), default=0)
+    groups: list[list[WordTiming]] = [[] for _ in texts]
+    for w, (at, _) in zip(out.words, offsets):
+        k = max((i for i, b in enumerate(starts) if b is not None and b <= at), default=0)
         groups[k].append(w)
     return groups
 
 
-def first_skip(out: RequestOutput) -> int | None:
-    """Index of the first settled segment of ``out`` that is a skip, or None (no segments, no
-    word timings, or none scores ``SKIP_SCORE``)."""
+def first_skip(out: RequestOutput) -> Skip | None:
+    """The first settled segment of ``out`` that is a skip, or None (no segments, no word
+    timings, words not cut from the text, or none scores ``SKIP_SCORE``)."""
     if not out.segments or not out.words:
         return None
     groups = _segment_words(out)
@@ -75,18 +73,18 @@ def first_skip(out: RequestOutput) -> int | None:
         return None
     for k, words in enumerate(groups):
         if words and segment_score(words) >= SKIP_SCORE:
-            return k
+            return Skip(k, sum(len(g) for g in groups[:k]))
     return None
 
 
-def cut_before(out: RequestOutput, k: int) -> RequestOutput:
-    """``out`` keeping its settled segments before the ``k``-th, their text and words; it
-    resumes at the ``k``-th segment's start. The settled token ids are dropped (no token
-    boundary per segment is kept), so a conditioned next window is not prompted by them."""
+def cut_before(out: RequestOutput, skip: Skip, resume: bool = True) -> RequestOutput:
+    """``out`` keeping its settled segments before ``skip``, their text and words. ``resume``:
+    the next window starts at the skipped segment's start; otherwise the whole window is
+    settled. The settled token ids are dropped (no token boundary per segment is kept), so a
+    conditioned next window is not prompted by them."""
     assert out.segments is not None
-    groups = _segment_words(out)
-    kept = out.segments[:k]
-    n_words = sum(len(g) for g in groups[:k]) if groups is not None else 0
+    kept = out.segments[:skip.segment]
     return replace(out, text=" ".join(t for _, _, t in kept if t), segments=kept,
-                   words=list((out.words or [])[:n_words]), resume_at=out.segments[k][0],
+                   words=list((out.words or [])[:skip.words]),
+                   resume_at=out.segments[skip.segment][0] if resume else None,
                    settled_token_ids=[])

@@ -232,7 +232,7 @@ class VadTranscriber(Transcriber):
             out = state.outs[i]
             skip = first_skip(out) if timed else None
             if skip is not None:  # what the decoder skipped is left to the coverage repair
-                out = replace(cut_before(out, skip), resume_at=None)
+                out = cut_before(out, skip, resume=False)
             start, end = shift + chunk.start, shift + chunk.end
             words = [{"word": w.word, "start": round(start + w.start, 3),
                       "end": round(min(start + w.end, end), 3), "confidence": w.confidence}

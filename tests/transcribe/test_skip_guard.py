@@ -10,7 +10,7 @@ from oasr.engine.request import DecodingOptions, Request, RequestOutput, WordTim
 from oasr.io import ManifestRow
 from oasr.transcribe.coverage import CoverageCheck, EnergySpeech
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
-from oasr.transcribe.skip_guard import SKIP_SCORE, cut_before, first_skip, segment_score
+from oasr.transcribe.skip_guard import SKIP_SCORE, Skip, cut_before, first_skip, segment_score
 from tests.transcribe.scripted_engine import SR, ScriptedEngine, burst_audio, find_bursts
 
 
@@ -34,16 +34,18 @@ def test_a_segment_of_stretched_words_scores_a_skip_and_an_honest_one_does_not()
     assert segment_score([WordTiming("Well...", 0.0, 3.5, 0.9)]) < SKIP_SCORE
     assert segment_score([WordTiming(w, a, b, 0.9) for w, a, b in JUMP[2]]) >= SKIP_SCORE
     assert first_skip(_out([HONEST])) is None
-    assert first_skip(_out([HONEST, JUMP])) == 1
-    assert first_skip(_out([JUMP, HONEST])) == 0
+    assert first_skip(_out([HONEST, JUMP])) == Skip(segment=1, words=3)
+    assert first_skip(_out([JUMP, HONEST])) == Skip(segment=0, words=0)
 
 
 def test_cut_before_keeps_the_segments_before_the_skip_and_resumes_at_it():
-    out = cut_before(_out([HONEST, JUMP]), 1)
+    jumped = _out([HONEST, JUMP])
+    out = cut_before(jumped, first_skip(jumped))
     assert out.text == "He asked himself,"
     assert [w.word for w in out.words] == ["He", "asked", "himself,"]
     assert out.segments == [(0.0, 2.0, "He asked himself,")]
     assert out.resume_at == 2.5 and out.settled_token_ids == []
+    assert cut_before(jumped, first_skip(jumped), resume=False).resume_at is None
 
 
 BURSTS = [(0.5, 1.7), (2.5, 3.7), (4.5, 5.7), (6.5, 7.7), (11.0, 12.2), (14.0, 15.2)]
