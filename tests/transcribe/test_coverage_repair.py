@@ -14,8 +14,14 @@ from oasr.io import ManifestRow
 from oasr.transcribe.coverage import CoverageCheck, EnergySpeech
 from oasr.transcribe.repair import PAD_S, REPAIR_TEMPERATURES
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
-from oasr.transcribe.vad_segments import VadRecording, VadTranscriber
-from tests.transcribe.scripted_engine import SR, ScriptedEngine, burst_audio, find_bursts
+from oasr.transcribe.vad_segments import VadTranscriber
+from tests.transcribe.scripted_engine import (
+    SR,
+    FixedSegmenter,
+    ScriptedEngine,
+    burst_audio,
+    find_bursts,
+)
 
 
 def _row(tmp_path: Path, bursts: list[tuple[float, float]], seconds: float) -> ManifestRow:
@@ -109,17 +115,6 @@ def test_a_window_that_stops_short_resumes_at_the_speech_it_skipped(tmp_path):
     assert starts == sorted(starts) and abs(starts[3] - 5.0) < 0.05
 
 
-class _FixedSegmenter:
-    """A presegmenter that returns the given segments and speech whatever the audio."""
-
-    def __init__(self, segments, speech):
-        self.segments, self.speech_spans = segments, speech
-
-    def batch(self, audios, sample_rate, max_segment_s):
-        return [VadRecording(self.segments, len(a) / sample_rate, self.speech_spans)
-                for a in audios]
-
-
 @pytest.mark.parametrize("timed", [True, False])
 def test_a_vad_chunk_join_inside_speech_loses_and_doubles_no_word(tmp_path, timed):
     # Continuous speech (0.3 s words, 0.1 s apart) split at 10.97 s, inside word 27
@@ -127,7 +122,7 @@ def test_a_vad_chunk_join_inside_speech_loses_and_doubles_no_word(tmp_path, time
     bursts = [(0.05 + 0.4 * i, 0.35 + 0.4 * i) for i in range(50)]  # to 20 s
     row = _row(tmp_path, bursts, 20.2)
     engine = ScriptedEngine(lambda req, k: True, window_s=13.0)
-    segmenter = _FixedSegmenter([(0.0, 10.97), (10.97, 20.2)], [(0.0, 20.2)])
+    segmenter = FixedSegmenter([(0.0, 10.97), (10.97, 20.2)], [(0.0, 20.2)])
     options = _options() if timed else TranscribeOptions(inputs=[], decode_workers=0)
     out = _run(VadTranscriber(engine, options, segmenter), row)
     chunks = [r for r in engine.requests if not _is_repair(r)]

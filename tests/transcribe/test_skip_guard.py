@@ -11,7 +11,14 @@ from oasr.io import ManifestRow
 from oasr.transcribe.coverage import CoverageCheck, EnergySpeech
 from oasr.transcribe.runner import TranscribeOptions, Transcriber
 from oasr.transcribe.skip_guard import SKIP_SCORE, Skip, cut_before, first_skip, segment_score
-from tests.transcribe.scripted_engine import SR, ScriptedEngine, burst_audio, find_bursts
+from oasr.transcribe.vad_segments import VadTranscriber
+from tests.transcribe.scripted_engine import (
+    SR,
+    FixedSegmenter,
+    ScriptedEngine,
+    burst_audio,
+    find_bursts,
+)
 
 
 def _out(segments: list[tuple[float, float, list[tuple[str, float, float]]]]) -> RequestOutput:
@@ -121,3 +128,31 @@ def test_without_the_guard_the_jump_stands(tmp_path, monkeypatch):
     assert heard[0] == "and" and "w0" not in heard and "w2" not in heard
 
 
+def _vad_run(tmp_path, engine):
+    path = tmp_path / "rec.wav"
+    sf.write(path, burst_audio(BURSTS, 18.0), SR, subtype="FLOAT")
+    options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
+                                coverage=CoverageCheck(EnergySpeech()))
+    segmenter = FixedSegmenter([(0.0, 9.0), (9.0, 18.0)], list(BURSTS))
+    [(out, _)] = list(VadTranscriber(engine, options, segmenter).run(iter([ManifestRow(
+        "rec", str(path), source=str(path))])))
+    return out
+
+
+def test_a_vad_chunk_that_jumps_leaves_its_speech_to_the_coverage_repair(tmp_path):
+    engine = TimestampEngine()
+    out = _vad_run(tmp_path, engine)
+    assert out.text.split() == ["w0", "w1", "w2", "w3", "w4", "w5"]
+    chunks = [r for r in engine.requests if "repair" not in r.metadata]
+    repairs = [r for r in engine.requests if "repair" in r.metadata]
+    assert len(chunks) == 2 and repairs and all(not r.decoding.timestamps for r in repairs)
+    assert out.coverage == 1.0
+
+
+def test_a_vad_chunk_that_jumps_without_the_guard_keeps_the_stretched_words(tmp_path,
+                                                                              monkeypatch):
+    import oasr.transcribe.vad_segments as vad_segments
+
+    monkeypatch.setattr(vad_segments, "first_skip", lambda out: None)
+    heard = _vad_run(tmp_path, TimestampEngine()).text.split()
+    assert "and" in heard
