@@ -39,6 +39,8 @@ def _bench_shape(name: str, k: int, n: int, iters: int) -> dict[str, Any]:
     import torch
     from _timing import cuda_median_ms
 
+    from oasr import ops
+    from oasr.kernels import quant_cuda
     from oasr.layers.linear import Linear
     from oasr.quantization.lanes import ScaledMMFp8Lane
     from oasr.quantization.methods import replace_weight
@@ -57,6 +59,13 @@ def _bench_shape(name: str, k: int, n: int, iters: int) -> dict[str, Any]:
     xq, x_scale = quantize_rows_fp8(x)
     bf16_ms = cuda_median_ms(lambda: torch.nn.functional.linear(x, w_bf16, b_bf16), iters)
     lane_ms = cuda_median_ms(lambda: lane.matmul(layer, x), iters)
+    quant_ms = cuda_median_ms(lambda: quant_cuda.quantize_rows_fp8(x), iters)
+    ops.set_backend("torch")  # the lane with the torch statement of the activation step
+    try:
+        lane_torch_ms = cuda_median_ms(lambda: lane.matmul(layer, x), iters)
+        quant_torch_ms = cuda_median_ms(lambda: quantize_rows_fp8(x), iters)
+    finally:
+        ops.set_backend(None)
     bare_ms = cuda_median_ms(lambda: torch._scaled_mm(
         xq, layer._scaled_mm_weight, scale_a=x_scale, scale_b=layer._scaled_mm_scale,
         out_dtype=torch.bfloat16), iters)
@@ -65,13 +74,17 @@ def _bench_shape(name: str, k: int, n: int, iters: int) -> dict[str, Any]:
     row = {
         "shape": name, "m": GEMM_ROWS, "k": k, "n": n,
         "bf16_ms": bf16_ms, "fp8_lane_ms": lane_ms, "fp8_scaled_mm_ms": bare_ms,
+        "fp8_lane_torch_quant_ms": lane_torch_ms, "quantize_rows_kernel_ms": quant_ms,
+        "quantize_rows_torch_ms": quant_torch_ms,
         "bf16_tflops": flops / bf16_ms / 1e9, "fp8_scaled_mm_tflops": flops / bare_ms / 1e9,
         "speedup_lane": bf16_ms / lane_ms, "speedup_scaled_mm": bf16_ms / bare_ms,
         "fp8_rel_err": ((y.double() - exact).norm() / exact.norm()).item(),
     }
     print(f"{name:22s} bf16 {bf16_ms:7.3f} ms  fp8 lane {lane_ms:7.3f} ms "
           f"({bf16_ms / lane_ms:4.2f}x)  bare _scaled_mm {bare_ms:7.3f} ms "
-          f"({bf16_ms / bare_ms:4.2f}x)  rel err {row['fp8_rel_err']:.4f}", flush=True)
+          f"({bf16_ms / bare_ms:4.2f}x)  rel err {row['fp8_rel_err']:.4f}  quantize kernel "
+          f"{quant_ms:6.3f} ms vs torch {quant_torch_ms:6.3f} ms (lane {lane_torch_ms:7.3f} ms)",
+          flush=True)
     return row
 
 

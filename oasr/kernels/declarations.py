@@ -17,12 +17,13 @@ from oasr.ops.build import (
     DTW_CUDA,
     FEATURES_CUDA,
     PAGED_DECODE,
+    QUANT_CUDA,
     RNN_CUDA,
     TRANSDUCER_CUDA,
 )
 
 __all__ = ["CTC_BEAM_WIDTH", "DTW_ROWS", "FEATURES_LARGE_FFT", "MAX_BEAM", "MAX_ROWS",
-           "MAX_SPECTRUM_BYTES", "TRANSDUCER_SCRATCH"]
+           "MAX_SPECTRUM_BYTES", "QUANT_ROWS_LAYOUT", "TRANSDUCER_SCRATCH"]
 
 MAX_BEAM = 32  # ctc_cuda keeps a beam in one warp
 MAX_ROWS = 4000  # dtw_cuda's kMaxRows: three diagonals of floats in shared memory
@@ -52,6 +53,12 @@ FEATURES_LARGE_FFT = ops.declare_gap(ops.KernelGap(
         "shared memory per block",
 ))
 
+QUANT_ROWS_LAYOUT = ops.declare_gap(ops.KernelGap(
+    id="quant-rows-layout",
+    what="per-token fp8 quantization of an activation block that is not 2-D with unit column "
+         "stride, or not fp32/fp16/bf16; the torch statement serves it",
+    fix="oasr/kernels/quant_cuda.py: pass strided columns to the kernel (or copy once)",
+))
 TRANSDUCER_SCRATCH = ops.declare_gap(ops.KernelGap(
     id="transducer-scratch",
     what="transducer greedy search whose one-row scratch (joiner, predictor and vocabulary "
@@ -92,3 +99,8 @@ _declare("lstm", "rnn_cuda", "recurrent_layers", RNN_CUDA, "oasr/csrc/kernels/rn
 # needs the predictor and joiner modules, so the kernel declares no native.
 _declare("transducer_greedy", "transducer_cuda", "greedy_decode", TRANSDUCER_CUDA,
          "oasr/csrc/kernels/transducer/transducer_cuda.cu", "route_supports")
+# Op ``quantize_rows_fp8`` (routed by oasr.quantization.lanes): fn(x) -> (e4m3 (M, K),
+# fp32 scales (M, 1)), the scaled-mm lane's activation step in one launch.
+_declare("quantize_rows_fp8", "quant_cuda", "quantize_rows_fp8", QUANT_CUDA,
+         "oasr/csrc/kernels/quantization/quant_cuda.cu", "supports",
+         native="oasr.quantization.numerics:quantize_rows_fp8")

@@ -165,6 +165,13 @@ DTW_CUDA = register_library(BuildSpec(
         "oasr_dtw_starts": _codes("ptr, ptr, ptr, ptr, ptr, i32, i32, i32, ptr"),
     },
 ))
+QUANT_CUDA = register_library(BuildSpec(
+    name="quant_cuda",
+    sources=("quantization/quant_cuda.cu",),
+    signatures={
+        "oasr_quantize_rows_fp8": _codes("ptr, i32, i64, i64, i64, ptr, ptr, ptr"),
+    },
+))
 WFST_CUDA = register_library(BuildSpec(
     name="wfst_cuda",
     sources=("wfst/wfst_cuda.cu",),

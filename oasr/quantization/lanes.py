@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from oasr import ops
 from oasr.quantization import ScaledMMLane
 from oasr.quantization.numerics import (
     FP8_DTYPE,
@@ -32,6 +33,16 @@ from oasr.quantization.numerics import (
 )
 
 __all__ = ["FbgemmDynamicLane", "IntMMLane", "ScaledMMFp8Lane", "cpu_has_vnni"]
+
+# The fp8 lane's activation step: one kernel launch on CUDA (oasr.kernels.quant_cuda), the
+# torch statement (numerics.quantize_rows_fp8) elsewhere and for the declared gap.
+_QUANTIZE_ROWS_FP8 = ops.route("quantize_rows_fp8", "quant-rows-layout", scope=ops.CUDA,
+                               provider="oasr.kernels.quant_cuda")
+
+
+def _quantize_rows_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    kernel = _QUANTIZE_ROWS_FP8.select(x)
+    return quantize_rows_fp8(x) if kernel is None else kernel(x)
 
 
 def _bias(layer: Any) -> torch.Tensor | None:
@@ -201,7 +212,7 @@ class ScaledMMFp8Lane(ScaledMMLane):
     def scaled_mm(layer: Any, x: torch.Tensor) -> torch.Tensor:
         """The lane's kernel call (also what the CPU tests hold to the reference: torch's CPU
         ``_scaled_mm`` takes the same layout, though the lane refuses to serve the CPU)."""
-        xq, x_scale = quantize_rows_fp8(x)
+        xq, x_scale = _quantize_rows_fp8(x)
         # Row-wise scaling produces bf16; the bias is added in the activation dtype.
         y = torch._scaled_mm(xq, layer._scaled_mm_weight, scale_a=x_scale,
                              scale_b=layer._scaled_mm_scale, out_dtype=torch.bfloat16)

@@ -19,7 +19,7 @@ def test_every_library_source_is_inside_the_package():
     root = build.csrc_root()
     assert root.is_relative_to(os.path.dirname(oasr.__file__))
     assert set(LIBRARIES) == {"features_cuda", "ctc_cuda", "paged_decode", "rnn_cuda",
-                              "dtw_cuda", "transducer_cuda", "wfst_cuda"}
+                              "dtw_cuda", "transducer_cuda", "wfst_cuda", "quant_cuda"}
     for spec in LIBRARIES.values():
         for src in spec.sources:
             text = (root / src).read_text()

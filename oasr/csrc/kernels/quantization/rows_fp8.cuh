@@ -1,0 +1,60 @@
+// Per-token fp8 (e4m3) quantization of an (M, K) activation block, one pass per row:
+// scale[m] = max(|x[m, :]|, 1e-12) / 448, q[m, k] = e4m3(clamp(x[m, k] / scale[m], +-448)),
+// rounded to nearest even. The arithmetic is oasr.quantization.numerics.quantize_rows_fp8 in
+// fp32 (IEEE division, not the fast reciprocal), so the two agree bit for bit. One warp per row:
+// the absmax is a register max then a shuffle reduction (no shared memory, no block barrier),
+// and the second read of the row comes from cache. Framework-free CUDA C++.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace oasr::kernels::quantization {
+
+constexpr float kFp8Max = 448.0f;  // the largest finite e4m3 (fn) value
+constexpr float kTinyScale = 1e-12f;  // an all-zero row's absmax floor
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float load_float(const __half* p) { return __half2float(__ldg(p)); }
+__device__ __forceinline__ float load_float(const __nv_bfloat16* p) {
+  return __bfloat162float(__ldg(p));
+}
+
+template <class T>
+struct RowsFp8Args {
+  const T* x;        // (rows, cols), row stride ld elements, unit column stride
+  __nv_fp8_e4m3* q;  // (rows, cols) contiguous
+  float* scales;     // (rows,)
+  int64_t rows, cols, ld;
+};
+
+// Block: WARPS warps, one row each; grid: ceil(rows / WARPS).
+template <class T, int WARPS>
+__global__ void __launch_bounds__(WARPS * kWarp)
+    quantize_rows_fp8_kernel(const RowsFp8Args<T> a) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * WARPS + threadIdx.x / kWarp;
+  if (row >= a.rows) return;  // whole warps leave together
+  const T* x = a.x + row * a.ld;
+  float amax = 0.0f;
+#pragma unroll 4
+  for (int64_t c = lane; c < a.cols; c += kWarp) amax = fmaxf(amax, fabsf(load_float(x + c)));
+#pragma unroll
+  for (int off = kWarp / 2; off > 0; off /= 2) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  }
+  const float scale = __fdiv_rn(fmaxf(amax, kTinyScale), kFp8Max);
+  if (lane == 0) a.scales[row] = scale;
+  __nv_fp8_e4m3* q = a.q + row * a.cols;
+#pragma unroll 4
+  for (int64_t c = lane; c < a.cols; c += kWarp) {
+    const float v = fminf(fmaxf(__fdiv_rn(load_float(x + c), scale), -kFp8Max), kFp8Max);
+    q[c] = __nv_fp8_e4m3(v);  // round to nearest even (satfinite: in range already)
+  }
+}
+
+}  // namespace oasr::kernels::quantization
