@@ -147,13 +147,14 @@ def sync(device: str) -> None:
 
 
 def run_ours(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int, device: str,
-             dtype: str) -> dict[str, Any]:
+             dtype: str, quantization: str | None = None) -> dict[str, Any]:
     from oasr.engine.config import EngineConfig
     from oasr.engine.engine import ASREngine
     from oasr.engine.request import Request
 
     eng = ASREngine(EngineConfig(device=device, dtype=dtype, max_batch_size=batch,
-                                 max_decode_slots=max(256, batch)), loaded=lm)
+                                 max_decode_slots=max(256, batch), quantization=quantization),
+                    loaded=lm)
     list(eng.run(Request(f"warm{i}", a) for i, (_, a) in enumerate(rows[:2 * batch])))
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -165,6 +166,22 @@ def run_ours(lm: Any, rows: list[tuple[str, np.ndarray]], batch: int, device: st
     sync(device)
     return {"wall_s": time.perf_counter() - t0, "ids": ids,
             "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None}
+
+
+def token_agreement(ours: dict[str, list[int]], ref: dict[str, list[int]]) -> float:
+    """1 - (token edits from ``ref`` to ``ours``) / (``ref``'s tokens), over every utterance."""
+    edits = total = 0
+    for uid, b in ref.items():
+        a = ours[uid]
+        prev = list(range(len(a) + 1))
+        for i, tb in enumerate(b, 1):
+            cur = [i] + [0] * len(a)
+            for j, ta in enumerate(a, 1):
+                cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ta != tb))
+            prev = cur
+        edits += prev[-1]
+        total += len(b)
+    return 1.0 - edits / max(1, total)
 
 
 def hf_tokens(out: Any, enc_lens: torch.Tensor, blank: int) -> list[list[int]]:
@@ -245,6 +262,9 @@ def main() -> None:
     ap.add_argument("--blank-bias", type=float, default=0.0)
     ap.add_argument("--small", action="store_true", help="a tiny model (smoke runs)")
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--quantization", default="",
+                    help="also run ours with this method (fp8: the encoder's GEMMs on "
+                         "torch._scaled_mm), same batches, against the unquantized tokens")
     args = ap.parse_args()
     enc = SMALL if args.small else FULL
     rows = load_rows(args.data, args.minutes)
@@ -282,6 +302,19 @@ def main() -> None:
         result["runs"].append(run)
         args.out.write_text(json.dumps(result, indent=2))
         print(json.dumps(run), flush=True)
+    if args.quantization:  # before the peer: its failure can poison the CUDA context
+        qlm = loaded_model(tmp / "hf", hf, enc, args.blank_bias)  # quantized in place
+        for run in result["runs"]:
+            batch = run["batch"]
+            q = run_ours(qlm, rows, batch, args.device, args.dtype, args.quantization)
+            run[f"ours_{args.quantization}"] = {
+                "wall_s": q["wall_s"], "rtfx": audio_s / q["wall_s"], "peak_gib": q["peak_gib"],
+                "speedup_over_unquantized": run["ours"]["wall_s"] / q["wall_s"],
+                "identical_utterances": sum(q["ids"][u] == ours_ids[batch][u] for u, _ in rows)
+                / len(rows),
+                "token_agreement": token_agreement(q["ids"], ours_ids[batch])}
+            args.out.write_text(json.dumps(result, indent=2))
+            print(json.dumps({"batch": batch, **run[f"ours_{args.quantization}"]}), flush=True)
     for run in result["runs"] if hf is not None else []:
         batch = run["batch"]
         try:

@@ -106,10 +106,10 @@ gpu_first)  # every gpu test first (tracebacks), then fp8 (the activation kernel
     TAIL=14 step fp8 110 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
     TAIL=12 step wfst 90 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
     ;;
-product)  # the whole `oasr transcribe` process beside the engine and transformers; long-form
+product)  # the whole `oasr transcribe` process beside the engine and transformers; Parakeet fp8
     TAIL=30 step e2e 300 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
-    TAIL=10 step word_timings 200 python3 benchmarks/word_timings_longform.py --device cuda \
-        --arms oasr,transformers --out "$R/gpu_word_timings_longform.json"
+    TAIL=6 step parakeet_fp8 170 python3 benchmarks/gpu_parakeet.py "$R/gpu_parakeet_fp8.json" \
+        --data "$D" --batches 64,128 --dtype bf16 --minutes 10 --quantization fp8 --no-peer
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
