@@ -10,8 +10,9 @@ Reported: graph size and build time; per decoder the wall time for the batch (me
 after a warm-up; kaldi-decoder runs one utterance at a time on one core and is timed on
 --kaldi-rows rows, scaled to B) and its agreement with kaldi-decoder's one-best (the fraction of
 rows with the same words; the GPU and CPU searches must agree exactly where max_active does not
-bind). riva decodes a lattice (lattice_beam) and reports its own best path; its agreement is
-measured the same way. Usage (under a minute on an H100 host; most of it the graph build):
+bind). riva decodes a lattice (lattice_beam) and reports its MBR words (``decode_mbr``); their
+agreement is measured the same way. Usage (under a minute on an H100 host; most of it the graph
+build):
 
     PYTHONPATH=$PWD python benchmarks/gpu_wfst.py --out $OUT/gpu_wfst.json
 """
@@ -85,8 +86,10 @@ def riva_rows(graph_path: Path, lp: torch.Tensor, lens: torch.Tensor, opts: Sear
         decoder = BatchedMappedDecoderCuda(config, str(graph_path), str(words), int(lp.shape[2]))
         x = lp.cuda().float().contiguous()
         n = lens.to(torch.long).cpu().contiguous()
-        out = decoder.decode(x, n)
-        seconds = median_s(lambda: decoder.decode(x, n), reps)
+        # decode_mbr: the lattice's minimum-Bayes-risk words (word, start, end, confidence);
+        # the wheel's Python API has no plain one-best call (decode_nbest returns lattices).
+        out = decoder.decode_mbr(x, n)
+        seconds = median_s(lambda: decoder.decode_mbr(x, n), reps)
     except Exception as exc:
         return {"status": f"failed: {type(exc).__name__}: {exc}"}
     return {"status": "ok", "seconds": seconds,

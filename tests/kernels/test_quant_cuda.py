@@ -41,7 +41,8 @@ def test_kernel_equals_the_torch_statement(shape: tuple[int, int], dtype: torch.
     assert q.dtype == q_ref.dtype and q.shape == shape and s.shape == (shape[0], 1)
     torch.testing.assert_close(s, s_ref, rtol=0, atol=0)
     assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
-    assert q.float().abs().max() <= FP8_MAX
+    # fp16 holds no 1e6: that row is inf, its scale inf, and its values NaN and zeros, as torch's.
+    assert q.float().nan_to_num(0.0).abs().max() <= FP8_MAX
 
 
 @pytest.mark.gpu

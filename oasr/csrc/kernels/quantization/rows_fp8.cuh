@@ -1,5 +1,5 @@
 // Per-token fp8 (e4m3) quantization of an (M, K) activation block, one pass per row:
-// scale[m] = max(|x[m, :]|, 1e-12) / 448, q[m, k] = e4m3(clamp(x[m, k] / scale[m], +-448)),
+// scale[m] = max(|x[m, :]|, 1e-12) * (1 / 448), q[m, k] = e4m3(clamp(x[m, k] / scale[m], +-448)),
 // rounded to nearest even. The arithmetic is oasr.quantization.numerics.quantize_rows_fp8 in
 // fp32 (IEEE division, not the fast reciprocal), so the two agree bit for bit. One warp per row:
 // the absmax is a register max then a shuffle reduction (no shared memory, no block barrier),
@@ -24,6 +24,12 @@ __device__ __forceinline__ float load_float(const __nv_bfloat16* p) {
   return __bfloat162float(__ldg(p));
 }
 
+// max and clamp that keep a NaN, as torch's amax and clamp do (fmaxf/fminf drop it).
+__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
+__device__ __forceinline__ float nan_clamp(float v, float lim) {
+  return isnan(v) ? v : fminf(fmaxf(v, -lim), lim);
+}
+
 template <class T>
 struct RowsFp8Args {
   const T* x;        // (rows, cols), row stride ld elements, unit column stride
@@ -42,17 +48,18 @@ __global__ void __launch_bounds__(WARPS * kWarp)
   const T* x = a.x + row * a.ld;
   float amax = 0.0f;
 #pragma unroll 4
-  for (int64_t c = lane; c < a.cols; c += kWarp) amax = fmaxf(amax, fabsf(load_float(x + c)));
+  for (int64_t c = lane; c < a.cols; c += kWarp) amax = nan_max(fabsf(load_float(x + c)), amax);
 #pragma unroll
   for (int off = kWarp / 2; off > 0; off /= 2) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    amax = nan_max(__shfl_xor_sync(0xffffffffu, amax, off), amax);
   }
-  const float scale = __fdiv_rn(fmaxf(amax, kTinyScale), kFp8Max);
+  // torch divides by a scalar as a product with its fp32 reciprocal.
+  const float scale = __fmul_rn(nan_max(amax, kTinyScale), 1.0f / kFp8Max);
   if (lane == 0) a.scales[row] = scale;
   __nv_fp8_e4m3* q = a.q + row * a.cols;
 #pragma unroll 4
   for (int64_t c = lane; c < a.cols; c += kWarp) {
-    const float v = fminf(fmaxf(__fdiv_rn(load_float(x + c), scale), -kFp8Max), kFp8Max);
+    const float v = nan_clamp(__fdiv_rn(load_float(x + c), scale), kFp8Max);
     q[c] = __nv_fp8_e4m3(v);  // round to nearest even (satfinite: in range already)
   }
 }
