@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged|waves|gpu_first|product}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged|waves|gpu_first|verify|product}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -103,6 +103,12 @@ waves)  # every gpu test first; then host memory at scale, fp8, the GPU WFST sea
 gpu_first)  # every gpu test first (tracebacks), then fp8 (the activation kernel), the WFST search
     TAIL=45 step pytest_gpu 340 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests
+    TAIL=14 step fp8 110 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
+    TAIL=12 step wfst 90 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
+    ;;
+verify)  # after fixes: the kernels' and fp8's gpu tests, then fp8 and the WFST search again
+    TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests/kernels tests/quantization
     TAIL=14 step fp8 110 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
     TAIL=12 step wfst 90 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
     ;;

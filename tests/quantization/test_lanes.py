@@ -72,17 +72,20 @@ def test_int_mm_quantizes_each_token_on_its_own():
     torch.testing.assert_close(quiet, alone)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("m", [1, 5, 64])
-def test_scaled_mm_kernel_call_equals_its_reference(m):
+def test_scaled_mm_kernel_call_equals_its_reference(m, dtype):
     # torch's CPU _scaled_mm takes the lane's layout and scales, so the call is checked here
     # although the lane serves CUDA only; bf16 output bounds the difference.
     layer = _layer(64, 48, True, quantize_weight_fp8)
     lane = ScaledMMFp8Lane()
     lane.prepare(layer)
-    x = _inputs(m, 64)
+    x = _inputs(m, 64).to(dtype)  # bf16: the bias in the GEMM's epilogue
     y = ScaledMMFp8Lane.scaled_mm(layer, x)
     ref = lane.reference(layer, x)
-    torch.testing.assert_close(y, ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+    assert y.dtype == dtype
+    torch.testing.assert_close(y.float(), ref.float(), rtol=1e-2,
+                               atol=1e-2 * ref.float().abs().max().item())
 
 
 def test_lanes_refuse_devices_they_cannot_serve_naming_the_fix():
