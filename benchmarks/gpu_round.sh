@@ -106,11 +106,11 @@ gpu_first)  # every gpu test first (tracebacks), then fp8 (the activation kernel
     TAIL=14 step fp8 110 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
     TAIL=12 step wfst 90 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
     ;;
-verify)  # after fixes: the kernels' and fp8's gpu tests, then fp8 and the WFST search again
-    TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
-        --tb=short tests/kernels tests/quantization
-    TAIL=14 step fp8 110 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
-    TAIL=12 step wfst 90 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
+verify)  # after fixes: every gpu test, then fp8 and the WFST search again
+    TAIL=12 step pytest_gpu 170 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=8 step fp8 40 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8.json" --repeat-minutes 5
+    TAIL=12 step wfst 40 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
     ;;
 product)  # the whole `oasr transcribe` process beside the engine and transformers; Parakeet fp8
     TAIL=30 step e2e 300 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
