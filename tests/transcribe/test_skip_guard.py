@@ -63,8 +63,9 @@ class TimestampEngine(ScriptedEngine):
     the window cuts; the first request (window 0) jumps: one segment from its start to the
     last whole burst, holding "and" and that burst's word stretched over all of it."""
 
-    def __init__(self) -> None:
-        super().__init__(lambda req, k: True, window_s=10.0)
+    def __init__(self, jumping_windows: tuple[int, ...] = (0,), window_s: float = 10.0) -> None:
+        super().__init__(lambda req, k: True, window_s=window_s)
+        self.jumping_windows = jumping_windows
 
     @staticmethod
     def _validate(options: DecodingOptions) -> None:
@@ -79,7 +80,7 @@ class TimestampEngine(ScriptedEngine):
         seconds = len(request.audio) / SR
         whole = [(k, a, b) for k, a, b, w in bursts if w or (a == 0 and b < seconds)]
         cut = [a for _, a, b, w in bursts if not w and a > 0]
-        if request.metadata.get("window") == 0 and len(whole) > 1:
+        if request.metadata.get("window") in self.jumping_windows and len(whole) > 1:
             k, _, end = whole[-1]
             words = [WordTiming("and", 0.0, end / 2, 0.9), WordTiming(f"w{k}", end / 2, end, 0.9)]
             segs = [(0.0, end, " ".join(w.word for w in words))]
@@ -108,6 +109,29 @@ def test_a_window_whose_first_segment_jumps_is_decoded_again_over_half_the_windo
     # the same start, half the window
     assert len(again.audio) == 5 * SR and again.metadata["window"] == 1
     assert all(w["end"] - w["start"] < 1.3 for w in out.words)
+    assert out.coverage == 1.0
+
+
+def test_a_narrowed_window_that_jumps_again_is_settled_and_left_to_the_coverage_repair(
+        tmp_path):
+    # A 20-s window, so the narrowed one (10 s) is long enough for its jump to score a skip.
+    bursts = BURSTS + [(18.0, 19.2), (22.0, 23.2), (26.0, 27.2)]
+    path = tmp_path / "rec.wav"
+    sf.write(path, burst_audio(bursts, 30.0), SR, subtype="FLOAT")
+    engine = TimestampEngine(jumping_windows=(0, 1), window_s=20.0)
+    options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
+                                coverage=CoverageCheck(EnergySpeech()))
+    [(out, _)] = list(Transcriber(engine, options).run(iter([ManifestRow(
+        "rec", str(path), source=str(path))])))
+    windows = [r for r in engine.requests if "repair" not in r.metadata]
+    assert [len(r.audio) / SR for r in windows[:2]] == [20.0, 10.0]
+    # The narrowed window is settled whole, nothing of its jump kept: the next window starts
+    # where it ended, and the speech it skipped comes back through the repair.
+    assert windows[2].metadata["window"] == 2
+    assert any("repair" in r.metadata for r in engine.requests)
+    heard = out.text.split()
+    assert "and" not in heard
+    assert heard == [f"w{k}" for k in range(len(bursts))]
     assert out.coverage == 1.0
 
 
