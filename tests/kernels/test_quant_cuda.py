@@ -54,6 +54,10 @@ def test_kernel_reads_a_strided_block_and_serves_no_rows() -> None:
     q, s = quant_cuda.quantize_rows_fp8(x)
     q_ref, s_ref = quantize_rows_fp8(x.contiguous())
     assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(s, s_ref)
+    odd = wide[:, 1:385]  # not 16-byte aligned: the kernel's element-wise loads
+    q, s = quant_cuda.quantize_rows_fp8(odd)
+    q_ref, s_ref = quantize_rows_fp8(odd.contiguous())
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(s, s_ref)
     assert not quant_cuda.supports(wide.t())  # strided columns: the declared gap
     q0, s0 = quant_cuda.quantize_rows_fp8(wide[:0])
     assert q0.shape == (0, 640) and s0.shape == (0, 1)

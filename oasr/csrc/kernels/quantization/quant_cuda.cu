@@ -19,8 +19,16 @@ int launch_rows_fp8(const void* x, int64_t rows, int64_t cols, int64_t ld, void*
   const RowsFp8Args<T> a{static_cast<const T*>(x), static_cast<__nv_fp8_e4m3*>(q), scales, rows,
                          cols, ld};
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  quantize_rows_fp8_kernel<T, kWarpsPerBlock>
-      <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  constexpr int64_t vec = 16 / sizeof(T);
+  const bool vector = cols % vec == 0 && (rows == 1 || ld % vec == 0) &&
+                      reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  if (vector) {
+    quantize_rows_fp8_kernel<T, kWarpsPerBlock, true>
+        <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  } else {
+    quantize_rows_fp8_kernel<T, kWarpsPerBlock, false>
+        <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  }
   OASR_RETURN_LAST_ERROR();
 }
 
