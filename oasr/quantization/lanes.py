@@ -213,11 +213,16 @@ class ScaledMMFp8Lane(ScaledMMLane):
         """The lane's kernel call (also what the CPU tests hold to the reference: torch's CPU
         ``_scaled_mm`` takes the same layout, though the lane refuses to serve the CPU)."""
         xq, x_scale = _quantize_rows_fp8(x)
-        # Row-wise scaling produces bf16; the bias is added in the activation dtype.
+        bias = _bias(layer)
+        if x.dtype == torch.bfloat16:
+            # Row-wise scaling produces bf16; the bias joins in the GEMM's epilogue (fp32, one
+            # rounding) rather than as a second pass over the output.
+            return torch._scaled_mm(xq, layer._scaled_mm_weight, scale_a=x_scale,
+                                    scale_b=layer._scaled_mm_scale, out_dtype=torch.bfloat16,
+                                    bias=None if bias is None else bias.to(torch.bfloat16))
         y = torch._scaled_mm(xq, layer._scaled_mm_weight, scale_a=x_scale,
                              scale_b=layer._scaled_mm_scale, out_dtype=torch.bfloat16)
         y = y.to(x.dtype)
-        bias = _bias(layer)
         return y if bias is None else y.add_(bias.to(x.dtype))
 
     def reference(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
