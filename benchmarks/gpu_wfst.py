@@ -61,7 +61,9 @@ def median_s(fn, reps: int) -> float:
 
 def riva_rows(graph_path: Path, lp: torch.Tensor, lens: torch.Tensor, opts: SearchOptions,
               reps: int) -> dict:
-    """riva-asrlib-decoder's batched GPU decoder on the same graph and posteriors, or why not."""
+    """riva-asrlib-decoder's batched GPU decoder on the same graph and posteriors, or why not:
+    its one-best (``decode_nbest`` with nbest 1: the lattice's best path, word ids) and its
+    minimum-Bayes-risk words (``decode_mbr``, word strings), each timed."""
     try:
         from riva.asrlib.decoder.python_decoder import (
             BatchedMappedDecoderCuda,
@@ -71,29 +73,45 @@ def riva_rows(graph_path: Path, lp: torch.Tensor, lens: torch.Tensor, opts: Sear
         return {"status": f"not run: {type(exc).__name__}: {exc}"}
     config = BatchedMappedDecoderCudaConfig()
     config.n_input_per_chunk = 50
-    config.online_opts.decoder_opts.default_beam = opts.beam
-    config.online_opts.decoder_opts.lattice_beam = 1.0
-    config.online_opts.decoder_opts.max_active = opts.max_active
+    dec = config.online_opts.decoder_opts
+    dec.default_beam = opts.beam
+    dec.lattice_beam = 1.0
+    dec.max_active = opts.max_active
+    # No penalties: the search is then the plain Viterbi one kaldi-decoder and ours run.
+    dec.blank_penalty = 0.0
+    dec.length_penalty = 0.0
+    dec.blank_ilabel = 1  # unit 0 (the blank) on input label 1
     config.online_opts.determinize_lattice = True
     config.online_opts.max_batch_size = int(lp.shape[0])
     config.online_opts.num_channels = 2 * int(lp.shape[0])
     config.online_opts.frame_shift_seconds = 0.04
-    config.online_opts.lattice_postprocessor_opts.acoustic_scale = 1.0
-    config.online_opts.lattice_postprocessor_opts.lm_scale = 1.0
-    config.online_opts.lattice_postprocessor_opts.nbest = 1
+    post = config.online_opts.lattice_postprocessor_opts
+    post.acoustic_scale = 1.0
+    post.lm_scale = 1.0
+    post.word_ins_penalty = 0.0
+    post.nbest = 1
     words = graph_path.with_name(graph_path.stem + ".words.txt")
     try:
         decoder = BatchedMappedDecoderCuda(config, str(graph_path), str(words), int(lp.shape[2]))
         x = lp.cuda().float().contiguous()
         n = lens.to(torch.long).cpu().contiguous()
-        # decode_mbr: the lattice's minimum-Bayes-risk words (word, start, end, confidence);
-        # the wheel's Python API has no plain one-best call (decode_nbest returns lattices).
-        out = decoder.decode_mbr(x, n)
-        seconds = median_s(lambda: decoder.decode_mbr(x, n), reps)
+        nbest = decoder.decode_nbest(x, n)
+        nbest_s = median_s(lambda: decoder.decode_nbest(x, n), reps)
+        mbr = decoder.decode_mbr(x, n)
+        mbr_s = median_s(lambda: decoder.decode_mbr(x, n), reps)
     except Exception as exc:
         return {"status": f"failed: {type(exc).__name__}: {exc}"}
-    return {"status": "ok", "seconds": seconds,
-            "words": [[w[0] for w in sent] for sent in out]}
+    return {"status": "ok", "seconds": nbest_s, "mbr_seconds": mbr_s,
+            "word_ids": [list(r[0].words) if len(r) else [] for r in nbest],
+            "mbr_words": [[w[0] for w in sent] for sent in mbr]}
+
+
+def word_errors(hyps: list[list], refs: list[list]) -> float:
+    """Word edits / reference words over the rows (rapidfuzz's Levenshtein: jiwer's)."""
+    from rapidfuzz.distance import Levenshtein
+
+    edits = sum(Levenshtein.distance(r, h) for h, r in zip(hyps, refs))
+    return edits / max(1, sum(map(len, refs)))
 
 
 def main() -> None:
@@ -161,7 +179,17 @@ def main() -> None:
         riva = riva_rows(path, lp, lens, opts, args.reps)
         if riva.get("status") == "ok":
             ids = graph.words.ids
-            riva["agree_kaldi"] = agree([[ids.get(w, -1) for w in ws] for ws in riva.pop("words")])
+            one_best = [[int(w) for w in ws] for ws in riva.pop("word_ids")]
+            mbr = [[ids.get(w, -1) for w in ws] for ws in riva.pop("mbr_words")]
+            riva.update(
+                agree_kaldi=agree(one_best), mbr_agree_kaldi=agree(mbr),
+                # Every row against ours (equal to kaldi-decoder where both ran): the WER
+                # between the two GPU decoders, and two rows side by side to see why.
+                same_as_oasr_gpu=sum(a == b for a, b in zip(one_best, gpu_words)) / args.batch,
+                wer_vs_oasr_gpu=word_errors(one_best, gpu_words),
+                mbr_wer_vs_oasr_gpu=word_errors(mbr, gpu_words),
+                rows=[{"oasr_gpu": gpu_words[b], "riva_one_best": one_best[b],
+                       "riva_mbr": mbr[b]} for b in range(min(2, args.batch))])
         result["decoders"]["riva_asrlib_decoder"] = riva
     result["speedup_gpu_vs_kaldi_1core"] = kaldi_s / gpu_s
     result["speedup_gpu_vs_kaldi_2cores_est"] = kaldi_s / 2 / gpu_s
