@@ -16,6 +16,7 @@ has no word is *unrepaired*: the row's ``coverage`` counts it and the row carrie
 from __future__ import annotations
 
 import zlib
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,11 +63,32 @@ class RowCoverage:
     repaired: int = 0
     pending: dict[int, RepairJob] = field(default_factory=dict)
     warned: bool = False  # the row carries the warning of speech left without words
+    # Runs the detector off the caller's thread (one worker: the detector is only ever
+    # called from it); None: on the caller's thread.
+    executor: Executor | None = None
     _next_key: int = 0
+    _ahead: dict[tuple[int, int], Future] = field(default_factory=dict)
 
-    def detect(self, audio: np.ndarray, start: float) -> list[Span]:
-        """Speech in ``audio``, which begins at ``start``."""
-        return [(start + a, start + b) for a, b in self.check.detector(audio, self.sample_rate)]
+    def detect_ahead(self, key: tuple[int, int], audio: np.ndarray) -> None:
+        """Start the detector on a window handed to the engine (``key``: its first sample and
+        length), so that its speech is ready, or nearly, when the window's words come back."""
+        if self.executor is not None and key not in self._ahead:
+            self._ahead[key] = self.executor.submit(self.check.detector, audio,
+                                                    self.sample_rate)
+
+    def detect(self, audio: np.ndarray, start: float,
+               key: tuple[int, int] | None = None) -> list[Span]:
+        """Speech in ``audio``, which begins at ``start``: the result of :meth:`detect_ahead`
+        for ``key`` where there is one, else detected now."""
+        future = self._ahead.pop(key, None) if key is not None else None
+        if key is not None:  # windows only move forward: a replaced window's are not needed
+            for stale in [k for k in self._ahead if k[0] <= key[0]]:
+                self._ahead.pop(stale).cancel()
+        if future is None and self.executor is not None:
+            future = self.executor.submit(self.check.detector, audio, self.sample_rate)
+        spans = (future.result() if future is not None
+                 else self.check.detector(audio, self.sample_rate))
+        return [(start + a, start + b) for a, b in spans]
 
     def settle(self, spans: list[Span], lo: float, hi: float) -> list[Span]:
         """``spans`` clipped to ``[lo, hi)``, the part of the recording now settled, and kept."""

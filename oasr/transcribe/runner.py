@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -190,6 +191,9 @@ class Transcriber:
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
         self._prefetch: AudioPrefetch | None = None
+        # The coverage detector's thread: a window's speech is detected while the engine
+        # decodes it, not on this thread after its words are back.
+        self._speech_pool: ThreadPoolExecutor | None = None
         self.coverage_warnings = 0  # rows left with speech no word covers
         self.repairs = 0  # stretches of speech decoded again and kept
 
@@ -208,7 +212,7 @@ class Transcriber:
             return None
         if check.repair and not self.repairs_speech:
             check = replace(check, repair=False)
-        return RowCoverage(check, self.sr, self.window_s)
+        return RowCoverage(check, self.sr, self.window_s, executor=self._speech_pool)
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -300,6 +304,8 @@ class Transcriber:
             decoding = replace(decoding, temperature=temperature,
                                seed=fallback.window_seed(row.id, state.index, state.attempt)
                                if temperature > 0 else None)
+        if state.coverage is not None:
+            state.coverage.detect_ahead((seek, len(audio)), audio)
         self._queue.append(Request(f"{row.id}\x1fw{state.index}", audio, decoding,
                                    metadata={"row": row.id, "window": state.index}))
         state.index += 1
@@ -463,6 +469,8 @@ class Transcriber:
         if self.prefetch_audio and workers > 0:
             self._prefetch = AudioPrefetch(workers, depth=self.prefetch_depth)
             rows = self._prefetch.rows(iter(rows), self._open_chunks)
+        if self.options.coverage is not None and self.options.word_timestamps:
+            self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="oasr-coverage")
         self._rows, self._rows_done = iter(rows), False
         try:
             while True:
@@ -479,6 +487,9 @@ class Transcriber:
             if self._prefetch is not None:
                 self._prefetch.close()
                 self._prefetch = None
+            if self._speech_pool is not None:
+                self._speech_pool.shutdown(wait=True, cancel_futures=True)
+                self._speech_pool = None
 
     def _waiting(self) -> int:
         return sum(len(v) for v in self._held.values())

@@ -137,3 +137,30 @@ def test_a_vad_chunk_join_inside_speech_loses_and_doubles_no_word(tmp_path, time
     assert [w["word"] for w in out.words] == [f"w{k}" for k in range(50)]
     assert out.text == " ".join(f"w{k}" for k in range(50))
     assert out.coverage == 1.0
+
+
+class _ThreadedSpeech(EnergySpeech):
+    """The energy detector, recording which thread called it and on how many samples."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, audio, sample_rate):
+        import threading
+
+        self.calls.append((threading.current_thread().name, len(audio)))
+        return super().__call__(audio, sample_rate)
+
+
+def test_a_windows_speech_is_detected_off_the_engines_thread_while_it_decodes(tmp_path):
+    row = _row(tmp_path, [(0.5, 2.0), (3.0, 4.5), (5.5, 7.0)], 8.0)
+    detector = _ThreadedSpeech()
+    engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1)
+    options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
+                                coverage=CoverageCheck(detector))
+    out = _run(Transcriber(engine, options), row)
+    # The same outcome as on the caller's thread (the first test), from one detection of the
+    # window, made on the coverage thread (submitted when the window went to the engine).
+    assert out.text == "w0 w1 w2" and out.coverage == 1.0
+    assert [n for _, n in detector.calls] == [8 * SR]
+    assert all(name.startswith("oasr-coverage") for name, _ in detector.calls)
