@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|merged|waves|gpu_first|verify|product}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|e2e|merged|waves|gpu_first|verify|product}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -116,6 +116,20 @@ product)  # the whole `oasr transcribe` process beside the engine and transforme
     TAIL=30 step e2e 300 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
     TAIL=6 step parakeet_fp8 170 python3 benchmarks/gpu_parakeet.py "$R/gpu_parakeet_fp8.json" \
         --data "$D" --batches 64,128 --dtype bf16 --minutes 10 --quantization fp8 --no-peer
+    ;;
+final3)  # every gpu test; the WFST peer; Parakeet fp8 timed >= 10 s a point with its profile;
+    # fp8 on Whisper base (after stage5..9)
+    TAIL=14 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=20 step wfst 60 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
+    TAIL=6 step parakeet_fp8 200 python3 benchmarks/gpu_parakeet.py "$R/gpu_parakeet_fp8.json" \
+        --data "$D" --batches 64,128 --dtype bf16 --minutes 10 --quantization fp8 --no-peer \
+        --min-wall 10 --profile
+    TAIL=8 step fp8_base 100 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8_whisper_base.json" \
+        --model "$K/whisper-base" --repeat-minutes 5
+    ;;
+e2e)  # the whole `oasr transcribe` process beside the engine and transformers
+    TAIL=30 step e2e 300 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
     ;;
 final)
     TAIL=12 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests
