@@ -16,7 +16,7 @@ has no word is *unrepaired*: the row's ``coverage`` counts it and the row carrie
 from __future__ import annotations
 
 import zlib
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from oasr.transcribe.coverage import CoverageCheck, Span, coverage_figure, uncov
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap
 from oasr.transcribe.segments import Piece, trim_piece
+from oasr.transcribe.speech_ahead import SpeechAhead
 
 __all__ = ["PAD_S", "REPAIR_TEMPERATURES", "RepairJob", "RowCoverage"]
 
@@ -63,18 +64,17 @@ class RowCoverage:
     repaired: int = 0
     pending: dict[int, RepairJob] = field(default_factory=dict)
     warned: bool = False  # the row carries the warning of speech left without words
-    # Runs the detector off the caller's thread (one worker: the detector is only ever
-    # called from it); None: on the caller's thread.
-    executor: Executor | None = None
+    # Runs the detector off the caller's thread (the only thread that then calls it);
+    # None: on the caller's thread.
+    ahead: SpeechAhead | None = None
     _next_key: int = 0
     _ahead: dict[tuple[int, int], Future] = field(default_factory=dict)
 
     def detect_ahead(self, key: tuple[int, int], audio: np.ndarray) -> None:
         """Start the detector on a window handed to the engine (``key``: its first sample and
         length), so that its speech is ready, or nearly, when the window's words come back."""
-        if self.executor is not None and key not in self._ahead:
-            self._ahead[key] = self.executor.submit(self.check.detector, audio,
-                                                    self.sample_rate)
+        if self.ahead is not None and key not in self._ahead:
+            self._ahead[key] = self.ahead.submit(audio)
 
     def detect(self, audio: np.ndarray, start: float,
                key: tuple[int, int] | None = None) -> list[Span]:
@@ -84,8 +84,8 @@ class RowCoverage:
         if key is not None:  # windows only move forward: a replaced window's are not needed
             for stale in [k for k in self._ahead if k[0] <= key[0]]:
                 self._ahead.pop(stale).cancel()
-        if future is None and self.executor is not None:
-            future = self.executor.submit(self.check.detector, audio, self.sample_rate)
+        if future is None and self.ahead is not None:
+            future = self.ahead.submit(audio)
         spans = (future.result() if future is not None
                  else self.check.detector(audio, self.sample_rate))
         return [(start + a, start + b) for a, b in spans]

@@ -31,7 +31,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,6 +66,7 @@ from oasr.transcribe.rows import error_row
 from oasr.transcribe.run_stats import RunStats
 from oasr.transcribe.segments import Piece
 from oasr.transcribe.skip_guard import cut_before, first_skip
+from oasr.transcribe.speech_ahead import SpeechAhead, runs_ahead
 
 __all__ = ["DEFAULT_WINDOW_S", "RunStats", "SettledWindow", "TranscribeOptions", "Transcriber",
            "header_duration", "resolve_conditioning", "resumes_from_timestamps", "takes_prompts",
@@ -193,7 +193,7 @@ class Transcriber:
         self._prefetch: AudioPrefetch | None = None
         # The coverage detector's thread: a window's speech is detected while the engine
         # decodes it, not on this thread after its words are back.
-        self._speech_pool: ThreadPoolExecutor | None = None
+        self._speech_ahead: SpeechAhead | None = None
         self.coverage_warnings = 0  # rows left with speech no word covers
         self.repairs = 0  # stretches of speech decoded again and kept
 
@@ -212,7 +212,7 @@ class Transcriber:
             return None
         if check.repair and not self.repairs_speech:
             check = replace(check, repair=False)
-        return RowCoverage(check, self.sr, self.window_s, executor=self._speech_pool)
+        return RowCoverage(check, self.sr, self.window_s, ahead=self._speech_ahead)
 
     # -- rows -----------------------------------------------------------------------------
     def _start(self, row: ManifestRow) -> None:
@@ -469,8 +469,9 @@ class Transcriber:
         if self.prefetch_audio and workers > 0:
             self._prefetch = AudioPrefetch(workers, depth=self.prefetch_depth)
             rows = self._prefetch.rows(iter(rows), self._open_chunks)
-        if self.options.coverage is not None and self.options.word_timestamps:
-            self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="oasr-coverage")
+        check = self.options.coverage
+        if check is not None and self.options.word_timestamps and runs_ahead(check.detector):
+            self._speech_ahead = SpeechAhead(check.detector, self.sr)
         self._rows, self._rows_done = iter(rows), False
         try:
             while True:
@@ -487,9 +488,9 @@ class Transcriber:
             if self._prefetch is not None:
                 self._prefetch.close()
                 self._prefetch = None
-            if self._speech_pool is not None:
-                self._speech_pool.shutdown(wait=True, cancel_futures=True)
-                self._speech_pool = None
+            if self._speech_ahead is not None:
+                self._speech_ahead.close()
+                self._speech_ahead = None
 
     def _waiting(self) -> int:
         return sum(len(v) for v in self._held.values())
