@@ -60,7 +60,7 @@ def median_s(fn, reps: int) -> float:
 
 
 def riva_rows(graph_path: Path, lp: torch.Tensor, lens: torch.Tensor, opts: SearchOptions,
-              reps: int) -> dict:
+              reps: int, wide: bool = False) -> dict:
     """riva-asrlib-decoder's batched GPU decoder on the same graph and posteriors, or why not:
     its one-best (``decode_nbest`` with nbest 1: the lattice's best path, word ids) and its
     minimum-Bayes-risk words (``decode_mbr``, word strings), each timed."""
@@ -74,9 +74,11 @@ def riva_rows(graph_path: Path, lp: torch.Tensor, lens: torch.Tensor, opts: Sear
     config = BatchedMappedDecoderCudaConfig()
     config.n_input_per_chunk = 50
     dec = config.online_opts.decoder_opts
-    dec.default_beam = opts.beam
+    # ``wide``: a wider beam and more tokens than ours, to tell a pruning difference (the
+    # one-best moves toward ours) from a different search problem (it does not).
+    dec.default_beam = opts.beam + 8.0 if wide else opts.beam
     dec.lattice_beam = 1.0
-    dec.max_active = opts.max_active
+    dec.max_active = 4 * opts.max_active if wide else opts.max_active
     # No penalties: the search is then the plain Viterbi one kaldi-decoder and ours run.
     dec.blank_penalty = 0.0
     dec.length_penalty = 0.0
@@ -101,8 +103,10 @@ def riva_rows(graph_path: Path, lp: torch.Tensor, lens: torch.Tensor, opts: Sear
         mbr_s = median_s(lambda: decoder.decode_mbr(x, n), reps)
     except Exception as exc:
         return {"status": f"failed: {type(exc).__name__}: {exc}"}
-    return {"status": "ok", "seconds": nbest_s, "mbr_seconds": mbr_s,
+    return {"status": "ok", "beam": dec.default_beam, "max_active": dec.max_active,
+            "seconds": nbest_s, "mbr_seconds": mbr_s,
             "word_ids": [list(r[0].words) if len(r) else [] for r in nbest],
+            "scores": [float(r[0].score) if len(r) else None for r in nbest],
             "mbr_words": [[w[0] for w in sent] for sent in mbr]}
 
 
@@ -176,21 +180,27 @@ def main() -> None:
                          "same_as_cpu": sum(g == c.words.tolist() for g, c in
                                             zip(gpu_words, cpu)) / args.batch},
         }
-        riva = riva_rows(path, lp, lens, opts, args.reps)
-        if riva.get("status") == "ok":
-            ids = graph.words.ids
-            one_best = [[int(w) for w in ws] for ws in riva.pop("word_ids")]
-            mbr = [[ids.get(w, -1) for w in ws] for ws in riva.pop("mbr_words")]
-            riva.update(
-                agree_kaldi=agree(one_best), mbr_agree_kaldi=agree(mbr),
-                # Every row against ours (equal to kaldi-decoder where both ran): the WER
-                # between the two GPU decoders, and two rows side by side to see why.
-                same_as_oasr_gpu=sum(a == b for a, b in zip(one_best, gpu_words)) / args.batch,
-                wer_vs_oasr_gpu=word_errors(one_best, gpu_words),
-                mbr_wer_vs_oasr_gpu=word_errors(mbr, gpu_words),
-                rows=[{"oasr_gpu": gpu_words[b], "riva_one_best": one_best[b],
-                       "riva_mbr": mbr[b]} for b in range(min(2, args.batch))])
-        result["decoders"]["riva_asrlib_decoder"] = riva
+        for name, wide in (("riva_asrlib_decoder", False), ("riva_asrlib_decoder_wide", True)):
+            riva = riva_rows(path, lp, lens, opts, args.reps, wide)
+            if riva.get("status") == "ok":
+                ids = graph.words.ids
+                one_best = [[int(w) for w in ws] for ws in riva.pop("word_ids")]
+                mbr = [[ids.get(w, -1) for w in ws] for ws in riva.pop("mbr_words")]
+                scores = riva.pop("scores")
+                differ = [b for b in range(args.batch) if one_best[b] != gpu_words[b]]
+                riva.update(
+                    agree_kaldi=agree(one_best), mbr_agree_kaldi=agree(mbr),
+                    # Every row against ours (equal to kaldi-decoder where both ran): the WER
+                    # between the two GPU decoders; where they differ, each path's score
+                    # (riva's as it reports it, ours a cost: graph + acoustic), to tell which
+                    # search found the better path.
+                    same_as_oasr_gpu=1 - len(differ) / args.batch,
+                    wer_vs_oasr_gpu=word_errors(one_best, gpu_words),
+                    mbr_wer_vs_oasr_gpu=word_errors(mbr, gpu_words),
+                    rows=[{"row": b, "oasr_gpu": gpu_words[b], "oasr_cost": gpu[b].cost,
+                           "riva_one_best": one_best[b], "riva_score": scores[b],
+                           "riva_mbr": mbr[b]} for b in differ[:6]])
+            result["decoders"][name] = riva
     result["speedup_gpu_vs_kaldi_1core"] = kaldi_s / gpu_s
     result["speedup_gpu_vs_kaldi_2cores_est"] = kaldi_s / 2 / gpu_s
     print(json.dumps(result, indent=2))
