@@ -9,6 +9,9 @@
    utterances), bf16 then fp8, at each ``--batch-sizes``, the clips repeated to
    ``--repeat-minutes`` of audio: RTFx, latency, WER (first pass), resident model bytes.
 
+``--shape large-v3-turbo`` runs the engine on a network of that shape with random weights
+instead (``--max-new-tokens`` caps its decodes; ``--no-gemms`` skips part 1): RTFx only.
+
 Usage (about a minute on an H100 with tiny.en):
 ``python benchmarks/gpu_fp8.py OUT.json [--model whisper-tiny.en] [--batch-sizes 1,64]
 [--repeat-minutes 10]``
@@ -98,19 +101,45 @@ def bench_gemms(iters: int) -> list[dict[str, Any]]:
     return rows
 
 
-def bench_engine(model: str, sizes: list[int], repeat_minutes: float) -> list[dict[str, Any]]:
+# Whisper large-v3-turbo's encoder and decoder widths (32 encoder layers, 4 decoder layers).
+TURBO = dict(d_model=1280, encoder_layers=32, decoder_layers=4, encoder_attention_heads=20,
+             decoder_attention_heads=20, encoder_ffn_dim=5120, decoder_ffn_dim=5120)
+
+
+def shaped_model(lm: Any, shape: str) -> Any:
+    """``lm`` with its network replaced by one of ``shape``'s widths, random weights (seeded),
+    keeping its tokenizer and front end (80 mels, tiny.en's vocabulary: the turbo's 128 mels
+    and one more token change the stem and the head by a fraction of a percent of its work)."""
+    import dataclasses
+
+    import torch
+
+    from oasr.models.whisper.model import WhisperModel
+
+    if shape != "large-v3-turbo":
+        raise SystemExit(f"--shape {shape!r}: only large-v3-turbo")
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(lm.model.config, **TURBO)
+    return dataclasses.replace(lm, model=WhisperModel(cfg).eval(), name="large-v3-turbo shape")
+
+
+def bench_engine(model: str, sizes: list[int], repeat_minutes: float, shape: str = "",
+                 max_new_tokens: int | None = None) -> list[dict[str, Any]]:
     from oasr.bench.runner import bench_ours, read_clips
     from oasr.models.loader import load_pretrained
 
     out = []
     for quantization in (None, "fp8"):
         lm = load_pretrained(model or None)  # a quantization rewrites the model in place
+        if shape:
+            lm = shaped_model(lm, shape)
         clips = [c for c in read_clips(str(MANIFEST), lm.feature_config.sample_rate)
                  if c.id.split("-")[0] in HELDOUT_SPEAKERS]
         for batch in sizes:
             t0 = time.perf_counter()
+            extra = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
             r = bench_ours(lm, model, clips, batch, "cuda", "bf16", repeat_minutes,
-                           quantization=quantization)
+                           quantization=quantization, **extra)
             row = r.to_dict()
             row["quantization"] = quantization or "none"
             row["wall_with_warmup_s"] = time.perf_counter() - t0
@@ -128,6 +157,12 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="1,64")
     ap.add_argument("--repeat-minutes", type=float, default=10.0)
     ap.add_argument("--gemm-iters", type=int, default=20)
+    ap.add_argument("--shape", default="",
+                    help="large-v3-turbo: the engine runs a network of that shape with random "
+                         "weights (WER is then meaningless; RTFx is the figure)")
+    ap.add_argument("--max-new-tokens", type=int, default=0,
+                    help="cap each decode (random weights rarely stop on their own)")
+    ap.add_argument("--no-gemms", action="store_true", help="skip the GEMM table")
     args = ap.parse_args()
 
     import torch
@@ -138,9 +173,9 @@ def main() -> None:
     if why:
         sys.exit(f"gpu_fp8: {why}")
     t0 = time.perf_counter()
-    gemms = bench_gemms(args.gemm_iters)
+    gemms = [] if args.no_gemms else bench_gemms(args.gemm_iters)
     engine = bench_engine(args.model, [int(b) for b in args.batch_sizes.split(",")],
-                          args.repeat_minutes)
+                          args.repeat_minutes, args.shape, args.max_new_tokens or None)
     by = {(r["quantization"], r["batch_size"]): r for r in engine}
     summary = {f"batch_{b}": {
         "rtfx_bf16": by[("none", b)]["rtfx"], "rtfx_fp8": by[("fp8", b)]["rtfx"],
@@ -153,6 +188,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name(),
         "capability": list(torch.cuda.get_device_capability()),
         "torch": torch.__version__, "model": args.model or "whisper-tiny.en (packaged)",
+        "shape": args.shape or None, "max_new_tokens": args.max_new_tokens or None,
         "manifest": str(MANIFEST), "speakers": list(HELDOUT_SPEAKERS),
         "repeat_minutes": args.repeat_minutes, "gemm_rows": GEMM_ROWS,
         "summary": summary, "gemms": gemms, "engine": engine,

@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|e2e|merged|waves|gpu_first|verify|product}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -127,6 +127,15 @@ final3)  # every gpu test; the WFST peer; Parakeet fp8 timed >= 10 s a point wit
         --min-wall 10 --profile
     TAIL=8 step fp8_base 100 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8_whisper_base.json" \
         --model "$K/whisper-base" --repeat-minutes 5
+    ;;
+final4)  # every gpu test (the new e2e fixtures, the CPU coverage thread); riva's wider beam;
+    # fp8 on the large-v3-turbo shape; the product path again
+    TAIL=14 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=30 step wfst 60 python3 benchmarks/gpu_wfst.py --out "$R/gpu_wfst.json"
+    TAIL=8 step fp8_turbo 150 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8_turbo.json" \
+        --shape large-v3-turbo --max-new-tokens 32 --batch-sizes 64 --repeat-minutes 20 \
+        --no-gemms
     ;;
 e2e)  # the whole `oasr transcribe` process beside the engine and transformers
     TAIL=30 step e2e 300 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
