@@ -248,6 +248,12 @@ def transcribe_command(
                      "transcribed words / detected speech seconds; uncovered stretches are "
                      "decoded again): auto (the --vad detector, else silero where installed, "
                      "else energy), silero, energy or none (no check)."),
+    emit: list[str] = typer.Option(
+        [], "--emit",
+        help="Add an output column, repeated or comma-separated: token_ids (the decoded token "
+             "ids, list<int32>; null on error rows, [] on rows without speech). Parquet, jsonl "
+             "and json carry it; txt, tsv, srt and vtt refuse it. A resume must pass the same "
+             "--emit."),
 ) -> None:
     """Transcribe recordings into Parquet (or JSONL/TXT), resumably, one row per input row.
 
@@ -317,6 +323,7 @@ def run_cli(params: dict[str, Any]) -> None:
     from oasr.cli.transcribe_view import progress_mode
     from oasr.io import ManifestError, OutputError
     from oasr.io.format_choice import STDOUT, infer_format
+    from oasr.io.output_format import check_emit
 
     console = Console(stderr=True)
     cli = CliRun.from_params(params)
@@ -356,7 +363,8 @@ def run_cli(params: dict[str, Any]) -> None:
         run.model.check_device()
         shard = _parse_shard(cli.shard)
         cli.fmt = infer_format(cli.output, cli.fmt)
-        plan = _plan_output(cli, shard, stdout=cli.output == STDOUT)
+        check_emit(cli.fmt, run.output.emit)
+        plan = _plan_output(cli, shard, stdout=cli.output == STDOUT, emit=run.output.emit)
         if cli.output != STDOUT:
             from oasr.io.output_target import check_output_target
 
@@ -462,8 +470,8 @@ class _OutputPlan:
     schema: Any
 
 
-def _plan_output(cli: CliRun, shard: tuple[int, int] | None, stdout: bool = False
-                 ) -> _OutputPlan:
+def _plan_output(cli: CliRun, shard: tuple[int, int] | None, stdout: bool = False,
+                 emit: tuple[str, ...] = ()) -> _OutputPlan:
     from oasr.io import (
         CueOptions,
         check_output_rows,
@@ -484,7 +492,7 @@ def _plan_output(cli: CliRun, shard: tuple[int, int] | None, stdout: bool = Fals
                                max_duration_s=cli.max_cue_seconds, min_gap_s=cli.cue_gap,
                                min_duration_s=cli.min_cue_seconds,
                                highlight_words=cli.highlight_words),
-        schema=passthrough_schema(cli.inputs, cli.columns))
+        schema=passthrough_schema(cli.inputs, dataclasses.replace(cli.columns, emit=emit)))
 
 
 def _run(console: Any, fail: Any, plan: _OutputPlan, cli: CliRun, run: RunOptions) -> None:
@@ -511,12 +519,12 @@ def _run(console: Any, fail: Any, plan: _OutputPlan, cli: CliRun, run: RunOption
     metadata = session.metadata(transcriber)
     try:
         if plan.stdout:
-            writer = StdoutWriter(metadata=metadata)
+            writer = StdoutWriter(metadata=metadata, emit=run.output.emit)
         else:
             writer = open_writer(plan.out_path, cli.fmt, metadata=metadata,
                                  retry_errors=cli.retry_errors,
                                  passthrough_schema=plan.schema, cue_options=plan.cue_options,
-                                 rows=plan.total)
+                                 rows=plan.total, emit=run.output.emit)
         previous = writer.previous_metadata()
     except OutputError as exc:
         raise fail(exc) from None

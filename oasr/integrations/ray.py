@@ -19,6 +19,7 @@ Ray is the optional extra ``oasr[ray]``; it is imported only here, when used.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -74,7 +75,9 @@ class Transcriber:
             values["model"] = model
         self.session = TranscriptionSession(RunOptions.from_flat(**values))
         self.engine = self.session.engine
-        self.columns = columns or ColumnMap()
+        # A manifest column named like one --emit adds passes through as input_<name>.
+        self.emit = tuple(self.session.options.output.emit)
+        self.columns = dataclasses.replace(columns or ColumnMap(), emit=self.emit)
         self.folder, self.label = folder, label
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -82,7 +85,7 @@ class Transcriber:
             batch = pa.Table.from_batches([batch])
         passthrough = table_plan_schema(batch.schema, self.columns, self.label)
         if batch.num_rows == 0:
-            return output_schema(passthrough).empty_table()
+            return output_schema(passthrough, self.emit).empty_table()
         runner = self.session.transcriber(self.session.transcribe_options(columns=self.columns))
         rows = rows_from_table(batch, self.columns, self.folder, self.label)
         outs: list[OutputRow] = []
@@ -90,7 +93,7 @@ class Transcriber:
             for warning in out.warnings:  # the actor's log (Ray sends it to the driver)
                 print(f"warning: {warning}", file=sys.stderr)
             outs.append(out)
-        return rows_to_table(outs, passthrough)
+        return rows_to_table(outs, passthrough, emit=self.emit)
 
 
 def _actor_resources(ray: Any, num_gpus: float | None, concurrency: int | None,

@@ -29,11 +29,15 @@ _EMPTY_BYTES = "the audio is empty (0 bytes in the manifest)"
 
 @dataclass
 class ColumnMap:
-    """Which manifest columns hold the id, the audio and the reference text (None = detect)."""
+    """Which manifest columns hold the id, the audio and the reference text (None = detect).
+
+    ``emit``: the output columns the run adds (``--emit token_ids``); a manifest column of such
+    a name passes through as ``input_<name>``, as one named like a fixed output column does."""
 
     id: str | None = None
     audio: str | None = None
     text: str | None = None
+    emit: tuple[str, ...] = ()
 
 
 @dataclass
@@ -155,11 +159,11 @@ def plan_columns(
     passthrough: list[tuple[str, str]] = []
     taken: set[str] = set()
     if kind in ("path", "json"):  # a path as written comes back out (bytes do not)
-        passthrough.append((audio, passthrough_name(audio, taken)))
+        passthrough.append((audio, passthrough_name(audio, taken, columns.emit)))
         taken.add(passthrough[-1][1])
     for n in names:
         if n not in used:
-            out = passthrough_name(n, taken)
+            out = passthrough_name(n, taken, columns.emit)
             taken.add(out)
             passthrough.append((n, out))
     return ColumnPlan(id_col, audio, kind, text, optional, segment, passthrough)

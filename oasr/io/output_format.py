@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "EMIT_FORMATS",
     "EXTENSIONS",
     "FORMATS",
     "RECORDING_FORMATS",
@@ -19,6 +20,7 @@ __all__ = [
     "TEXT_FILES",
     "OutputError",
     "OutputRow",
+    "check_emit",
     "fsync_replace",
     "write_part",
 ]
@@ -44,9 +46,23 @@ EXTENSIONS = {
     TEXT_FILES: ".txt",
 }
 
+# The formats with a place for the columns ``--emit`` adds: Parquet's columns, JSONL's fields,
+# whisper's json document (a top-level key). txt, tsv, srt and vtt hold text only.
+EMIT_FORMATS = ("parquet", "jsonl", "json")
+
 
 class OutputError(RuntimeError):
     """The output cannot be written or an existing one cannot be resumed from."""
+
+
+def check_emit(fmt: str, emit: tuple[str, ...] | list[str]) -> None:
+    """Refuse ``emit`` (columns to add) for a format that has no place for them."""
+    if emit and fmt not in EMIT_FORMATS:
+        name = "txt" if fmt == TEXT_FILES else fmt
+        raise OutputError(
+            f"--emit {','.join(emit)}: a {name} output holds text only, with no place for "
+            f"{'that column' if len(emit) == 1 else 'those columns'}; write "
+            f"{', '.join(EMIT_FORMATS)} (-o's extension or --format), or drop --emit")
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """The Arrow schema of ``oasr transcribe`` output, and how passthrough columns join it.
 
-Fixed columns come first, in a fixed order; the manifest's other columns follow. Passthrough
-types are only known per written part when the manifest is JSONL (inferred from Python values),
-so parts may disagree: a column all-null in one part (``null`` type) and ``int64`` in the next,
-or ``int64`` here and ``string`` there. :func:`unify_schemas` settles one type per column and
-:func:`conform_table` casts a part to it, so a merge never fails on a passthrough type.
+Fixed columns come first, in a fixed order; then the columns a run adds on request
+(``--emit``: :data:`EMITTED_FIELDS`, in that order); the manifest's other columns follow.
+Passthrough types are only known per written part when the manifest is JSONL (inferred from
+Python values), so parts may disagree: a column all-null in one part (``null`` type) and
+``int64`` in the next, or ``int64`` here and ``string`` there. :func:`unify_schemas` settles
+one type per column and :func:`conform_table` casts a part to it, so a merge never fails on a
+passthrough type.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from typing import Any
 import pyarrow as pa
 
 __all__ = [
+    "EMITTED_FIELDS",
     "OUTPUT_COLUMNS",
     "WORD_TYPE",
     "SEGMENT_TYPE",
     "output_schema",
     "fixed_schema",
+    "output_columns",
     "passthrough_name",
     "unify_schemas",
     "conform_table",
@@ -51,22 +55,45 @@ _FIXED_FIELDS: tuple[pa.Field, ...] = (
 
 OUTPUT_COLUMNS: tuple[str, ...] = tuple(f.name for f in _FIXED_FIELDS)
 
+# The columns a run writes only when asked (``oasr transcribe --emit NAME``; the run option
+# ``emit``, oasr.transcribe.options.EMITTABLE), after the fixed columns, in this order. Absent
+# otherwise: an output without ``--emit`` is what it was before these existed.
+# ``token_ids``: the decoded token ids (null on error rows, [] on rows without speech).
+EMITTED_FIELDS: dict[str, pa.Field] = {
+    "token_ids": pa.field("token_ids", pa.list_(pa.int32())),
+}
 
-def fixed_schema() -> pa.Schema:
-    """The output columns every row has, without passthrough."""
-    return pa.schema(list(_FIXED_FIELDS))
+
+def _emitted(emit: tuple[str, ...] | list[str]) -> list[pa.Field]:
+    unknown = [e for e in emit if e not in EMITTED_FIELDS]
+    if unknown:
+        raise ValueError(f"emit {', '.join(unknown)}: not an output column; choose from "
+                         f"{', '.join(EMITTED_FIELDS)}")
+    return [f for name, f in EMITTED_FIELDS.items() if name in emit]
 
 
-def output_schema(passthrough: pa.Schema | None) -> pa.Schema:
-    """Fixed output columns followed by ``passthrough``'s fields.
+def output_columns(emit: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+    """The output's own column names: the fixed ones, then those ``emit`` adds."""
+    return OUTPUT_COLUMNS + tuple(f.name for f in _emitted(emit))
 
-    A passthrough field named like a fixed column is refused: the manifest reader renames such
-    columns (see :func:`passthrough_name`) before they reach here.
+
+def fixed_schema(emit: tuple[str, ...] | list[str] = ()) -> pa.Schema:
+    """The output columns every row has (those ``emit`` adds included), without passthrough."""
+    return pa.schema(list(_FIXED_FIELDS) + _emitted(emit))
+
+
+def output_schema(passthrough: pa.Schema | None,
+                  emit: tuple[str, ...] | list[str] = ()) -> pa.Schema:
+    """Fixed output columns, the columns ``emit`` adds, then ``passthrough``'s fields.
+
+    A passthrough field named like one of the output's own columns is refused: the manifest
+    reader renames such columns (see :func:`passthrough_name`) before they reach here.
     """
-    fields = list(_FIXED_FIELDS)
+    fields = list(_FIXED_FIELDS) + _emitted(emit)
+    own = {f.name for f in fields}
     if passthrough is not None:
         for f in passthrough:
-            if f.name in OUTPUT_COLUMNS:
+            if f.name in own:
                 raise ValueError(
                     f"passthrough column {f.name!r} collides with the output column of that "
                     f"name; rename it with passthrough_name()"
@@ -75,11 +102,15 @@ def output_schema(passthrough: pa.Schema | None) -> pa.Schema:
     return pa.schema(fields)
 
 
-def passthrough_name(name: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+def passthrough_name(name: str, taken: set[str] | frozenset[str] = frozenset(),
+                     emit: tuple[str, ...] | list[str] = ()) -> str:
     """The output name of a manifest column: ``input_<name>`` where ``name`` is an output column
-    (re-transcribing a previous output keeps its old ``words`` as ``input_words``)."""
+    (re-transcribing a previous output keeps its old ``words`` as ``input_words``). A column
+    named like one ``emit`` adds is renamed only when the run adds it (``token_ids`` passes
+    through as it is without ``--emit token_ids``)."""
+    own = output_columns(emit)
     out = name
-    while out in OUTPUT_COLUMNS or out in taken:
+    while out in own or out in taken:
         out = f"input_{out}"
     return out
 
@@ -96,14 +127,18 @@ def _unify_pair(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return s.field("c").type
 
 
-def unify_schemas(schemas: list[pa.Schema], metadata: dict[str, str] | None = None) -> pa.Schema:
-    """One schema covering every column of ``schemas`` (first-seen order).
+def unify_schemas(schemas: list[pa.Schema], metadata: dict[str, str] | None = None,
+                  emit: tuple[str, ...] | list[str] = ()) -> pa.Schema:
+    """One schema covering every column of ``schemas``: the fixed output columns, those
+    ``emit`` adds, then the others in first-seen order.
 
     Types promote permissively (null -> anything, int32 -> int64, int -> double); a column whose
     types cannot be promoted becomes ``string`` (values JSON-encoded by :func:`conform_table`).
-    The fixed output columns always keep their declared types.
+    The output's own columns (fixed and emitted) always keep their declared types; an emitted
+    column a schema lacks (a part written before it was asked for) is null there.
     """
-    fixed = {f.name: f for f in _FIXED_FIELDS}
+    own = list(_FIXED_FIELDS) + _emitted(emit)
+    fixed = {f.name: f for f in own}
     types: dict[str, pa.DataType] = {}
     for schema in schemas:
         for f in schema:
@@ -114,7 +149,7 @@ def unify_schemas(schemas: list[pa.Schema], metadata: dict[str, str] | None = No
                 continue
             merged = _unify_pair(types[f.name], f.type)
             types[f.name] = pa.string() if merged is None else merged
-    fields = list(_FIXED_FIELDS) + [pa.field(n, t) for n, t in types.items()]
+    fields = own + [pa.field(n, t) for n, t in types.items()]
     return pa.schema(fields, metadata=metadata)
 
 

@@ -10,15 +10,16 @@ import json
 import sys
 from typing import IO, Any
 
-from oasr.io.schema import OUTPUT_COLUMNS
+from oasr.io.schema import output_columns
 from oasr.io.writer import OutputRow, _jsonable
 
 __all__ = ["StdoutWriter", "row_dict"]
 
 
-def row_dict(row: OutputRow) -> dict[str, Any]:
-    """The row as the JSONL output writes it: the output columns in order, then passthrough."""
-    out = {name: getattr(row, name) for name in OUTPUT_COLUMNS}
+def row_dict(row: OutputRow, emit: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+    """The row as the JSONL output writes it: the output columns in order (those ``emit``
+    adds after the fixed ones), then passthrough."""
+    out = {name: getattr(row, name) for name in output_columns(emit)}
     out.update(row.passthrough)
     return _jsonable(out)
 
@@ -27,8 +28,11 @@ class StdoutWriter:
     """A :class:`~oasr.io.writer.RowWriter` writing JSON lines to ``stream`` (stdout)."""
 
     def __init__(self, stream: IO[str] | None = None,
-                 metadata: dict[str, str] | None = None) -> None:
+                 metadata: dict[str, str] | None = None,
+                 emit: tuple[str, ...] | list[str] = ()) -> None:
         self.stream = stream
+        self.emit = tuple(emit)
+        output_columns(self.emit)  # an unknown column is refused now, not at the first row
         # What a file output would record (RowWriter's surface); a stream has nowhere to put it.
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
 
@@ -43,7 +47,7 @@ class StdoutWriter:
 
     def write(self, row: OutputRow) -> None:
         out = self._out()
-        out.write(json.dumps(row_dict(row), ensure_ascii=False) + "\n")
+        out.write(json.dumps(row_dict(row, self.emit), ensure_ascii=False) + "\n")
         out.flush()
 
     def flush(self) -> None:

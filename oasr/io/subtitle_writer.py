@@ -43,12 +43,13 @@ from oasr.io.output_format import (
     TEXT_FILES,
     OutputError,
     OutputRow,
+    check_emit,
     fsync_replace,
 )
 from oasr.io.output_target import check_output_target
 from oasr.io.stale_temp import remove_stale_temps
 from oasr.io.subtitles import Cue, CueOptions, build_cues, render, words_from_text
-from oasr.io.transcript_documents import DOCUMENT_RENDERERS
+from oasr.io.transcript_documents import DOCUMENT_RENDERERS, render_json
 
 __all__ = [
     "INDEX_NAME",
@@ -187,7 +188,10 @@ class SubtitleWriter:
         retry_errors: bool = False,
         cue_options: CueOptions | None = None,
         rows: int | None = None,
+        emit: tuple[str, ...] | list[str] = (),
     ) -> None:
+        check_emit(fmt, emit)  # json carries the columns --emit adds; the others are text
+        self.emit = tuple(emit)
         self.path = Path(path)
         self.fmt = fmt
         self.ext = _ext(fmt)
@@ -200,6 +204,8 @@ class SubtitleWriter:
         self.index_path = self.folder / INDEX_NAME
         remove_stale_temps(self.folder, ".")
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+        if self.emit:
+            self.metadata["emit"] = ",".join(self.emit)
         self.retry_errors = retry_errors
         self.cue_options = cue_options or CueOptions()
         self._entries: dict[str, dict[str, Any]] | None = None  # casefolded file -> newest entry
@@ -321,7 +327,9 @@ class SubtitleWriter:
         try:
             self._open_index()
             if row.error is None:
-                if self.fmt in DOCUMENT_RENDERERS:
+                if self.fmt == "json" and self.emit:
+                    text, timings = render_json(row, self.emit)
+                elif self.fmt in DOCUMENT_RENDERERS:
                     text, timings = DOCUMENT_RENDERERS[self.fmt](row)
                 else:
                     cues, timings = cues_for_row(row, self.cue_options)

@@ -7,9 +7,11 @@ json is the shape ``whisper``'s CLI writes (and ``faster-whisper`` users parse):
      "segments": [{"id": 0, "start": 0.0, "end": 4.52, "text": "...",
                    "words": [{"word": "...", "start": 0.0, "end": 0.31, "probability": 0.97}]}]}
 
-Times are seconds rounded to milliseconds. The segments are the row's (phrases of its words,
-strictly increasing: ``oasr.transcribe.segments``), each word placed in the segment it starts
-in; a row without segments but with text (no word timings) is one segment ``[0, duration]``.
+Times are seconds rounded to milliseconds. With ``--emit token_ids`` the document has a
+top-level ``token_ids`` list as well (after ``segments``). The segments are the row's (phrases
+of its words, strictly increasing: ``oasr.transcribe.segments``), each word placed in the
+segment it starts in; a row without segments but with text (no word timings) is one segment
+``[0, duration]``.
 tsv is whisper's too: a ``start<TAB>end<TAB>text`` header, then one segment a line with
 ``start``/``end`` in integer milliseconds. txt (``-f txt`` into a folder)
 is whisper's plain text: each segment's text on a line of its own.
@@ -56,8 +58,9 @@ def row_segments(row: OutputRow) -> list[dict[str, Any]]:
     return segments
 
 
-def render_json(row: OutputRow) -> tuple[str, str]:
-    """(the file's text, where the times came from)."""
+def render_json(row: OutputRow, emit: tuple[str, ...] | list[str] = ()) -> tuple[str, str]:
+    """(the file's text, where the times came from); ``emit``: the row's fields to add
+    (``token_ids``) after ``segments``."""
     segments = row_segments(row)
     doc = {
         "text": (row.text or "").strip(),
@@ -73,6 +76,8 @@ def render_json(row: OutputRow) -> tuple[str, str]:
             for i, s in enumerate(segments)
         ],
     }
+    for name in emit:
+        doc[name] = getattr(row, name)
     timings = "segments" if row.segments else ("text" if segments else "none")
     return json.dumps(doc, ensure_ascii=False, indent=2) + "\n", timings
 

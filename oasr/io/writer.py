@@ -13,6 +13,11 @@ One process writes one output: ``oasr transcribe`` holds :class:`oasr.io.lock.Ou
 Parts are Parquet whatever the final format: they keep types, and the merge streams them in
 record batches, so memory holds the id table, not the rows.
 
+``emit`` names the columns a run adds (``--emit token_ids``; :data:`oasr.io.schema.
+EMITTED_FIELDS`), after the fixed columns; parquet and jsonl carry them, txt refuses them. An
+output records them (metadata ``emit``, absent when none), and a resume must ask for the same
+ones: rows with and without a column do not mix in one output.
+
 Every file it writes says it is ours (:mod:`oasr.io.output_target`): parts and a Parquet output
 carry ``oasr_output: transcripts`` in their key-value metadata, a JSONL or text output a
 sidecar ``<out>.oasr.json`` (written before the output appears); opening a writer on a path
@@ -46,6 +51,7 @@ from oasr.io.output_format import (
     TABLE_FORMATS,
     OutputError,
     OutputRow,
+    check_emit,
     fsync_replace,
     write_part,
 )
@@ -56,7 +62,7 @@ from oasr.io.output_target import (
     read_sidecar,
     write_sidecar,
 )
-from oasr.io.schema import OUTPUT_COLUMNS, conform_table, output_schema, unify_schemas
+from oasr.io.schema import conform_table, output_schema, unify_schemas
 from oasr.io.stale_temp import remove_stale_temps
 
 if TYPE_CHECKING:
@@ -85,6 +91,8 @@ _ERROR_PREFIX = "ERROR: "
 _SRC_BITS = 40
 # A part is written at least this often while rows finish: what a kill -9 can lose.
 FLUSH_SECONDS = 3.0
+# The metadata key naming the columns ``--emit`` added (comma-separated); absent when none.
+EMIT_KEY = "emit"
 
 
 def resolve_output_path(
@@ -154,7 +162,8 @@ class OutputWriter:
 
     ``metadata`` becomes the Parquet file's key-value metadata (and each part's).
     ``passthrough_schema`` (from :func:`oasr.io.manifest.passthrough_schema`) keeps the
-    manifest's exact passthrough types; without it types are inferred per part.
+    manifest's exact passthrough types; without it types are inferred per part. ``emit``: the
+    columns added after the fixed ones (``("token_ids",)``); not for txt.
     """
 
     def __init__(
@@ -166,6 +175,7 @@ class OutputWriter:
         flush_rows: int = 64,
         passthrough_schema: pa.Schema | None = None,
         flush_seconds: float = FLUSH_SECONDS,
+        emit: tuple[str, ...] | list[str] = (),
     ) -> None:
         if fmt not in TABLE_FORMATS:
             raise OutputError(
@@ -176,22 +186,28 @@ class OutputWriter:
             raise OutputError(f"flush_rows must be >= 1, got {flush_rows}")
         if not flush_seconds > 0:
             raise OutputError(f"flush_seconds must be > 0, got {flush_seconds}")
+        check_emit(fmt, emit)
+        self.emit = tuple(emit)
         self.path = Path(path)
         self.fmt = fmt
         check_output_target(self.path, fmt)
         self.metadata = {KIND_KEY: TRANSCRIPTS,
                          **{str(k): str(v) for k, v in (metadata or {}).items()}}
+        if self.emit:
+            self.metadata[EMIT_KEY] = ",".join(self.emit)
         self.retry_errors = retry_errors
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
         self.passthrough_schema = passthrough_schema
-        output_schema(passthrough_schema)  # refuses colliding names now, not at the first flush
+        # Refuses colliding names and unknown emitted columns now, not at the first flush.
+        output_schema(passthrough_schema, self.emit)
         self.parts_dir = Path(f"{self.path}.parts")
         self._buffer: list[OutputRow] = []
         self._buffered_since = 0.0  # monotonic time the oldest buffered row arrived
         self._next_part: int | None = None
         self._closed = False
         self._failed: OutputError | None = None  # the write that failed, reported once
+        self._emit_checked = False
         remove_stale_temps(self.path.parent, f"{self.path.name}.tmp-")
         remove_stale_temps(self.parts_dir, f".{_PART_PREFIX}")
 
@@ -260,6 +276,7 @@ class OutputWriter:
     def done_ids(self) -> set[str]:
         """Ids finished by an earlier run (final output and leftover parts) or by this writer;
         an id whose newest row is an error counts as not done when ``retry_errors``."""
+        self._check_emit()
         state: dict[str, bool] = {}
         for row_id, has_error, _ in self._final_records():
             state[row_id] = has_error
@@ -272,7 +289,31 @@ class OutputWriter:
 
     def previous_metadata(self) -> dict[str, str] | None:
         """The metadata an earlier run recorded (newest part, else the final Parquet file), to
-        warn when resuming with another model or options; None when there is none."""
+        warn when resuming with another model or options; None when there is none. Raises
+        OutputError when that run added other columns (``emit``) than this writer does."""
+        self._check_emit()
+        return self._previous_metadata()
+
+    def _check_emit(self) -> None:
+        """Refuse to resume an output started with other ``--emit`` columns (once)."""
+        if self._emit_checked:
+            return
+        try:
+            previous = self._previous_metadata()
+        except (pa.ArrowException, OSError):
+            previous = None  # an unreadable output or part: reported by what reads its rows
+        self._emit_checked = True
+        if previous is None:
+            return
+        before = tuple(e for e in previous.get(EMIT_KEY, "").split(",") if e)
+        if before != self.emit:
+            then = f"with --emit {','.join(before)}" if before else "without --emit"
+            now = f"--emit {','.join(before)}" if before else "no --emit"
+            raise OutputError(
+                f"{self.path} was started {then}; a resume must add the same columns: rerun "
+                f"with {now}, or start it over with --overwrite")
+
+    def _previous_metadata(self) -> dict[str, str] | None:
         parts = self._parts()
         if parts:
             source: Path | None = parts[-1]
@@ -309,7 +350,7 @@ class OutputWriter:
             self.flush()
 
     def _rows_to_table(self, rows: list[OutputRow]) -> pa.Table:
-        return rows_to_table(rows, self.passthrough_schema, self.metadata)
+        return rows_to_table(rows, self.passthrough_schema, self.metadata, self.emit)
 
     def flush(self) -> None:
         """Write the buffered rows as the next part file (atomically)."""
@@ -317,6 +358,7 @@ class OutputWriter:
             raise self._failed
         if not self._buffer:
             return
+        self._check_emit()
         table = self._rows_to_table(self._buffer)
         final = None
         try:
@@ -451,8 +493,8 @@ class OutputWriter:
         if self.path.is_file():
             schemas.insert(0, pq.read_schema(self.path))
         if self.passthrough_schema is not None:
-            schemas.insert(0, output_schema(self.passthrough_schema))
-        schema = unify_schemas(schemas, metadata=self.metadata)
+            schemas.insert(0, output_schema(self.passthrough_schema, self.emit))
+        schema = unify_schemas(schemas, metadata=self.metadata, emit=self.emit)
         pending: list[pa.Table] = []
         rows = 0
         with pq.ParquetWriter(f, schema) as writer:
@@ -506,11 +548,13 @@ class RowWriter(Protocol):
 
 
 def rows_to_table(rows: list[OutputRow], passthrough_schema: pa.Schema | None = None,
-                  metadata: dict[str, str] | None = None) -> pa.Table:
-    """Output rows as one Arrow table of the output schema: the fixed columns, then the
-    passthrough columns (typed by ``passthrough_schema`` where it names them, else inferred;
-    a column of mixed Python types becomes JSON text)."""
-    schema_fields = list(output_schema(None))
+                  metadata: dict[str, str] | None = None,
+                  emit: tuple[str, ...] | list[str] = ()) -> pa.Table:
+    """Output rows as one Arrow table of the output schema: the fixed columns, those ``emit``
+    adds, then the passthrough columns (typed by ``passthrough_schema`` where it names them,
+    else inferred; a column of mixed Python types becomes JSON text)."""
+    schema_fields = list(output_schema(None, emit))
+    own = len(schema_fields)
     arrays = [pa.array([getattr(r, sf.name) for r in rows], type=sf.type) for sf in schema_fields]
     names: dict[str, None] = {}
     for r in rows:
@@ -528,7 +572,7 @@ def rows_to_table(rows: list[OutputRow], passthrough_schema: pa.Schema | None = 
                            type=pa.string())
         schema_fields.append(pa.field(name, arr.type))
         arrays.append(arr)
-    schema = output_schema(pa.schema(schema_fields[len(OUTPUT_COLUMNS):]))
+    schema = output_schema(pa.schema(schema_fields[own:]), emit)
     return pa.Table.from_arrays(arrays, schema=schema.with_metadata(metadata or {}))
 
 
@@ -540,14 +584,16 @@ def open_writer(
     passthrough_schema: pa.Schema | None = None,
     cue_options: CueOptions | None = None,
     rows: int | None = None,
+    emit: tuple[str, ...] | list[str] = (),
 ) -> RowWriter:
     """The writer of ``fmt`` at ``path`` (from :func:`resolve_output_path`): an
     :class:`OutputWriter` for parquet/jsonl/txt, a ``SubtitleWriter`` for srt/vtt (which uses
-    ``cue_options`` and refuses ``rows`` > 1 into one file; the others ignore both)."""
+    ``cue_options`` and refuses ``rows`` > 1 into one file; the others ignore both). ``emit``:
+    the columns to add (parquet, jsonl and json carry them; the text formats refuse them)."""
     if fmt in RECORDING_FORMATS:
         from oasr.io.subtitle_writer import SubtitleWriter
 
         return SubtitleWriter(path, fmt, metadata=metadata, retry_errors=retry_errors,
-                              cue_options=cue_options, rows=rows)
+                              cue_options=cue_options, rows=rows, emit=emit)
     return OutputWriter(path, fmt, metadata=metadata, retry_errors=retry_errors,
-                        passthrough_schema=passthrough_schema)
+                        passthrough_schema=passthrough_schema, emit=emit)

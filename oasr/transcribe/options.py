@@ -366,10 +366,10 @@ def _normalise(name: str, value: Any) -> Any:
         return _suppress_tokens(value)
     if name == "hotwords" and isinstance(value, (list, tuple)):
         return tuple(str(v) for v in value)
-    if name == "emit":
-        if isinstance(value, str):
-            value = value.split(",")
-        return tuple(str(v).strip() for v in value or () if str(v).strip())
+    if name == "emit":  # "a,b", ["a", "b"] or the CLI's repeated ["a,b", "c"]; once each
+        items = [value] if isinstance(value, str) else list(value or ())
+        names = (p.strip() for v in items for p in str(v).split(","))
+        return tuple(dict.fromkeys(n for n in names if n))
     return value
 
 

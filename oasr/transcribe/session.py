@@ -177,8 +177,11 @@ class TranscriptionSession:
         from oasr.transcribe.runner import TranscribeOptions
 
         r = resolved or self.defaults
+        # A manifest column named like one --emit adds passes through as input_<name>.
+        columns = dataclasses.replace(columns or ColumnMap(),
+                                      emit=tuple(self.options.output.emit))
         return TranscribeOptions(
-            inputs=list(inputs or []), columns=columns or ColumnMap(), shard=shard, limit=limit,
+            inputs=list(inputs or []), columns=columns, shard=shard, limit=limit,
             language=r.decode.language, task=r.decode.task, word_timestamps=r.word_timestamps,
             row_check=self.language_check(r), fallback=r.fallback,
             initial_prompt=r.decode.initial_prompt,

@@ -136,6 +136,24 @@ def test_transcriber_maps_batches_like_the_runner(bundle, manifest):
     assert empty.num_rows == 0 and empty.schema.names == whole.schema.names
 
 
+def test_transcriber_adds_the_emitted_column(bundle, manifest):
+    """emit=("token_ids",) on the actor class: the CLI's list<int32> column before
+    passthrough, null on the error row, an empty batch typed alike."""
+    from oasr.integrations.ray import Transcriber
+    from oasr.io.schema import OUTPUT_COLUMNS
+
+    path, _ = manifest
+    table = pq.read_table(path)
+    local = Transcriber(str(bundle), threads=1, folder=str(path.parent), label=str(path),
+                        emit=("token_ids",))
+    out = local(table.slice(1, 2))
+    assert out.schema.names == [*OUTPUT_COLUMNS, "token_ids", "audio", "speaker"]
+    assert out.schema.field("token_ids").type == pa.list_(pa.int32())
+    got = by_id(out.to_pylist())
+    assert got["broken"]["token_ids"] is None and got["utt-01"]["token_ids"]
+    assert local(table.slice(0, 0)).schema == out.schema
+
+
 def test_ray_refuses_what_it_does_not_serve(manifest, tmp_path, bundle):
     path, _ = manifest
     for extra, needle in ((["--shard", "0/2"], "--shard"), (["--limit", "2"], "--limit"),

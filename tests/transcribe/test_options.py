@@ -26,7 +26,7 @@ from oasr.transcribe.options import (
 from tests.transcribe.conftest import clip, write_tiny_bundle
 
 # Run options the command line spells otherwise, or leaves to the API.
-NOT_CLI_FLAGS = {"emit"}
+NOT_CLI_FLAGS: set[str] = set()
 
 
 def _typer_default(param: inspect.Parameter):
