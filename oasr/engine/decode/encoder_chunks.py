@@ -5,8 +5,9 @@ A causal (streaming-trained) encoder is decoded offline the way its recipe decod
 in chunks of ``chunk_size`` frames seeing ``left_context_frames`` back (icefall's
 ``--chunk-size`` / ``--left-context-frames``, in frames after its 2x subsampling, 50 Hz). The
 families that decode such encoders (``transducer``, ``ctc``) carry these fields; unset, the
-checkpoint's own values apply (recorded at conversion). A model without a chunked mode refuses
-them by name. The same values set the chunk-wise streaming geometry (``oasr stream``), where
+checkpoint's own values apply (recorded at conversion). A chunk-trained WeNet Conformer takes
+them as WeNet's ``--decoding_chunk_size`` (encoder frames) and ``--num_decoding_left_chunks``
+times that chunk (offline only). A model without a chunked mode refuses them by name. The same values set the chunk-wise streaming geometry (``oasr stream``), where
 ``--chunk-frames`` / ``--left-chunks`` still override them.
 """
 
@@ -46,4 +47,5 @@ def configure_encoder_chunks(model: Any, options: Any) -> None:
     chosen = [k for k, v in values.items() if v is not None]
     if chosen:
         raise ValueError(f"{', '.join(chosen)}: {type(model).__name__} has no chunked encoder "
-                         "mode (a causal icefall Zipformer has); drop the option")
+                         "mode (a causal icefall Zipformer or a chunk-trained WeNet Conformer "
+                         "has); drop the option")

@@ -241,6 +241,9 @@ class WenetConformerConverter(BaseCheckpointConverter):
         if (shift, length) != (FRAME_SHIFT_MS, FRAME_LENGTH_MS):
             problems.append(f"fbank frame_shift/frame_length {shift}/{length} ms (supported: "
                             f"{FRAME_SHIFT_MS}/{FRAME_LENGTH_MS})")
+        window = fbank.get("window_type", "povey")  # WeNet's compute_fbank default
+        if window != "povey":
+            problems.append(f"fbank window_type={window!r} (supported: 'povey')")
         rate = (data.get("resample_conf") or {}).get("resample_rate", SAMPLE_RATE)
         if rate != SAMPLE_RATE:
             problems.append(f"resample_rate={rate} (supported: {SAMPLE_RATE})")
@@ -332,7 +335,9 @@ class WenetConformerConverter(BaseCheckpointConverter):
         units = _units_file(Path(path))
         if units is None:
             raise FileNotFoundError(f"{path} has no symbol table ({' or '.join(UNITS_NAMES)})")
-        return TokenizerSpec(kind="symbol_table", files={"units": units.name})
+        # WeNet's tokenizers join the units' text as they are: <unk> prints as "<unk>".
+        return TokenizerSpec(kind="symbol_table", files={"units": units.name},
+                             options={"literal_units": ["<unk>"]})
 
     def build_decoding_defaults(self, config: ConformerConfig, path: Path) -> dict[str, Any]:
         return {"rescoring_reverse_weight": config.reverse_weight}

@@ -53,10 +53,56 @@ class ConformerModel(BaseAsrModel):
         self.config = cfg
         self.encoder = ConformerEncoder(cfg)
         self.ctc = CtcHead(cfg.d_model, cfg.vocab_size)
+        # The offline chunk mask asked for (configure_chunks); None: the checkpoint's own.
+        self._chunk_frames: int | None = None
+        self._left_chunks = -1
         if cfg.decoder == "bitransformer":
             self.decoder = BiTransformerDecoder(cfg)
         else:
             self.decoder = TransformerDecoder(cfg, cfg.decoder_layers)
+
+    def configure_chunks(self, chunk_size: int | None = None,
+                         left_context_frames: int | None = None) -> None:
+        """``-d chunk_size`` / ``-d left_context_frames`` for a chunk-trained checkpoint,
+        WeNet's ``--decoding_chunk_size`` (encoder output frames; -1: the whole utterance) and
+        ``--num_decoding_left_chunks`` given in frames (a whole number of chunks; -1: all).
+        As WeNet's chunk mask: a dynamic-chunk model takes the chunk asked for (unset: the
+        whole utterance), a static-chunk model keeps its own chunk (it takes the left context
+        only), a model trained on neither has no chunked mode and refuses both by name."""
+        cfg = self.config
+        self._chunk_frames, self._left_chunks = None, -1
+        if chunk_size is None and left_context_frames is None:
+            return
+        if not cfg.use_dynamic_chunk and cfg.static_chunk_size <= 0:
+            chosen = [n for n, v in (("chunk_size", chunk_size),
+                                     ("left_context_frames", left_context_frames))
+                      if v is not None]
+            raise ValueError(f"{', '.join(chosen)}: this Conformer was trained without chunks "
+                             "(no use_dynamic_chunk or static_chunk_size in its train.yaml) "
+                             "and has no chunked mode; drop the option")
+        if cfg.use_dynamic_chunk:
+            chunk = -1 if chunk_size is None else int(chunk_size)
+            if chunk == 0 or chunk < -1:
+                raise ValueError(f"chunk_size={chunk_size}: a positive number of encoder "
+                                 "frames, or -1 for the whole utterance")
+        else:
+            chunk = cfg.static_chunk_size
+            if chunk_size is not None and int(chunk_size) != chunk:
+                raise ValueError(f"chunk_size={chunk_size}: this Conformer was trained with a "
+                                 f"static chunk of {chunk} frames and decodes in it (as WeNet "
+                                 "does); drop the option or set it to that")
+        if chunk == -1:  # the whole utterance: no chunks, so no left window either
+            if left_context_frames is not None:
+                raise ValueError(f"left_context_frames={left_context_frames} needs chunk_size "
+                                 "(this model attends to the whole utterance without it)")
+            return
+        left = -1 if left_context_frames is None else int(left_context_frames)
+        if left != -1 and (left < 0 or left % chunk):
+            raise ValueError(f"left_context_frames={left_context_frames}: a whole number of "
+                             f"{chunk}-frame chunks (WeNet's num_decoding_left_chunks x "
+                             "chunk), or -1 for all")
+        self._chunk_frames = chunk
+        self._left_chunks = -1 if left == -1 else left // chunk
 
     def encoder_options(self) -> dict[str, Any]:
         """``offline_chunk``: the chunk mask a static-chunk model keeps offline (0: none)."""
@@ -79,7 +125,9 @@ class ConformerModel(BaseAsrModel):
             hidden (B, T', C) and hidden_lens (B,) int64, ``T' ~ T / subsampling_rate``.
             Frames at or past a row's length hold no meaning.
         """
-        return self.encoder(features, lengths)
+        if self._chunk_frames is None:
+            return self.encoder(features, lengths)
+        return self.encoder(features, lengths, self._chunk_frames, self._left_chunks)
 
     def ctc_log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (B, T', C) -> CTC log-probabilities (B, T', V), float32 for any model dtype."""

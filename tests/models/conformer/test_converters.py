@@ -356,3 +356,44 @@ def test_convert_cli_checkpoint_name_and_decoding_defaults_reach_the_family(tmp_
                                     decode_options={"rescoring_reverse_weight": 0.0}), loaded)
     assert engine.strategy.options.rescoring_reverse_weight == 0.0  # the user's wins
     assert ASREngine(EngineConfig(device="cpu"), loaded).decode_method == "ctc"
+
+
+def test_unk_prints_as_wenet_prints_it():
+    from oasr.tokenizers import build_tokenizer
+
+    folder = fixture_dir("u2pp_conv2d4")
+    tok = build_tokenizer(WenetConformerConverter().build_tokenizer_spec(folder), folder)
+    # WeNet's CharTokenizer joins the units' text: "<unk>" stays in the transcript.
+    assert tok.decode([2, 1, 3]) == "a<unk>b"
+
+
+def test_a_window_other_than_povey_is_refused(tmp_path):
+    folder = _copy("u2pp_conv2d4", tmp_path)
+    _edit_yaml(folder, lambda c: c["dataset_conf"]["fbank_conf"].update(window_type="hamming"))
+    with pytest.raises(ValueError, match="window_type='hamming'"):
+        WenetConformerConverter().build_config(folder)
+
+
+@pytest.mark.parametrize(("variant", "options", "message"), [
+    ("conv2d6_static_chunk", {"chunk_size": 4}, "static chunk of 3 frames"),
+    ("u2pp_conv2d4", {"chunk_size": 4, "left_context_frames": 6}, "whole number of 4-frame"),
+    ("u2pp_conv2d4", {"left_context_frames": 8}, "needs chunk_size"),
+    ("u2pp_conv2d4", {"chunk_size": 0}, "positive number"),
+])
+def test_chunked_decoding_options_wenet_would_not_take_are_refused(variant, options, message):
+    from oasr.models.conformer.model import ConformerModel
+
+    model = ConformerModel(WenetConformerConverter().build_config(fixture_dir(variant)))
+    with pytest.raises(ValueError, match=message):
+        model.configure_chunks(**options)
+
+
+def test_a_model_trained_without_chunks_has_no_chunked_mode(tmp_path):
+    from oasr.models.conformer.model import ConformerModel
+
+    folder = _copy("u2pp_conv2d4", tmp_path)
+    _edit_yaml(folder, lambda c: c["encoder_conf"].update(use_dynamic_chunk=False))
+    model = ConformerModel(WenetConformerConverter().build_config(folder))
+    model.configure_chunks()  # nothing asked: fine
+    with pytest.raises(ValueError, match="chunk_size: this Conformer was trained without"):
+        model.configure_chunks(chunk_size=4)

@@ -3,8 +3,10 @@
 ``test_model_parity.py``) through ``oasr convert`` and ``oasr transcribe``, against upstream
 WeNet's recognition recipe on the same clips (``make_e2e.py``: its dataset processor's Kaldi
 fbank of the int16-scaled samples, CMVN, ``model.decode`` and its CharTokenizer): text and
-token ids equal for ``ctc_greedy_search``, ``ctc_prefix_beam_search`` (our default flags) and
-``attention_rescoring``, each run with the flags ``expected_e2e.json`` names for it."""
+token ids equal for ``ctc_greedy_search``, ``ctc_prefix_beam_search`` (our default flags),
+``attention_rescoring`` and a chunked prefix beam (WeNet's ``decoding_chunk_size`` /
+``num_decoding_left_chunks`` as ``-d chunk_size`` / ``-d left_context_frames``), each run with
+the flags ``expected_e2e.json`` names for it."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ EXPECTED = json.loads((FIXTURES / "wenet_tiny" / "expected_e2e.json").read_text(
 
 def test_recorded_on_these_clips():
     assert EXPECTED["clips"] == list(CLIPS)
-    assert EXPECTED["variants"] and all(len(v) == 3 for v in EXPECTED["variants"].values())
+    assert EXPECTED["variants"] and all(len(v) == 4 for v in EXPECTED["variants"].values())
 
 
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
