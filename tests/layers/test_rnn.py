@@ -157,3 +157,28 @@ def test_forward_routes_through_select_kernel(monkeypatch):
     assert h.shape == (4, 2)  # one (w_ih, w_hh, b_ih, b_hh) per layer and direction
     assert c is c0
     assert seen == [("lstm", gaps.RNN.id, (2, 5, 3))]
+
+
+@pytest.mark.parametrize("lengths", [None, [9, 3, 6, 1], [9, 0, 4, 2]])
+@pytest.mark.parametrize(("layers", "bidirectional"), [(1, False), (2, True)])
+def test_cpu_forward_is_the_fused_lstm_and_equals_the_step_loop(lengths, layers, bidirectional,
+                                                                 monkeypatch):
+    fused = torch._VF.lstm
+    calls = []
+    monkeypatch.setattr(torch._VF, "lstm", lambda *a: calls.append(1) or fused(*a))
+    torch.manual_seed(0)
+    lstm = LSTM(12, 8, num_layers=layers, bidirectional=bidirectional).eval()
+    x = torch.randn(4, 9, 12)
+    d = layers * (2 if bidirectional else 1)
+    hx = (torch.randn(d, 4, 8), torch.randn(d, 4, 8))
+    lens = None if lengths is None else torch.tensor(lengths)
+    with torch.inference_mode():
+        y, (h, c) = lstm(x, hx, lens)
+        y0, (h0, c0) = lstm.forward_native(x, hx, lens)
+    # The fused call served forward, except where a zero-length row cannot be packed.
+    assert len(calls) == (0 if lengths is not None and 0 in lengths else 1)
+    for a, b in ((y, y0), (h, h0), (c, c0)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    if lens is not None:  # padded steps stay zero, as packed sequences give them
+        for row, n in enumerate(lengths):
+            assert not y[row, n:].any()
