@@ -20,6 +20,11 @@ import soundfile as sf
 
 from tests.helpers.data import SHARED_DATA
 
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 UTT = "1688-142285-0002"  # 2.8 s: "you don't mean that you thought me so silly"
 
 
@@ -81,6 +86,9 @@ def test_mic_transcribes_a_recording_played_into_a_virtual_microphone(pulse_mic,
         [sys.executable, "-m", "oasr.cli.app", "stream", "--mic", "--device", "cpu",
          "--output", str(out)],
         env={**env, "PYTHONPATH": str(root)}, cwd=root, stdout=subprocess.DEVNULL,
+        # Ctrl-C is what the test sends: a runner started in the background (nohup, `&`)
+        # passes SIGINT down ignored, and Python then never raises KeyboardInterrupt.
+        preexec_fn=_sigint_default,
         stderr=subprocess.PIPE)
 
     def play() -> None:  # real time, 0.1 s a write; the pipe source blocks until it is read
