@@ -130,6 +130,11 @@ class SegmenterSpeech:
         self.segmenter = segmenter
         self.name = name
 
+    @property
+    def device(self) -> str:
+        """Where the detector computes ("" when its detector does not say)."""
+        return str(getattr(self.segmenter.detector, "device", ""))
+
     def __call__(self, audio: np.ndarray, sample_rate: int) -> list[Span]:
         return self.segmenter.speech(audio, sample_rate)
 
@@ -143,6 +148,7 @@ class EnergySpeech:
     sound at least ``MIN_SPEECH_S``, pauses under ``MIN_SILENCE_S`` bridged."""
 
     name = "energy"
+    device = "cpu"  # numpy
 
     def __call__(self, audio: np.ndarray, sample_rate: int) -> list[Span]:
         from oasr.engine.decode.pauses import HOP_S, quiet_frames

@@ -24,10 +24,9 @@ MAX_BATCH = 32  # windows in one detector call: a batched Silero step costs abou
 
 
 def runs_ahead(detector: Any) -> bool:
-    """Whether ``detector`` computes on the CPU (and so may run beside the engine)."""
-    segmenter = getattr(detector, "segmenter", None)
-    inner = getattr(segmenter, "detector", None)
-    return str(getattr(inner, "device", "cpu")).startswith("cpu")
+    """Whether ``detector`` declares that it computes on the CPU (and so may run beside the
+    engine); one that does not say stays on the engine's thread."""
+    return str(getattr(detector, "device", "")).startswith("cpu")
 
 
 class SpeechAhead:

@@ -9,7 +9,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
+from oasr.transcribe.coverage import EnergySpeech, SegmenterSpeech
 from oasr.transcribe.speech_ahead import SpeechAhead, runs_ahead
 
 
@@ -56,6 +58,8 @@ def test_a_detectors_error_reaches_the_caller():
 
 @pytest.mark.parametrize(("device", "ahead"), [("cpu", True), ("cuda:0", False), ("cuda", False)])
 def test_only_a_cpu_detector_runs_beside_the_engine(device, ahead):
-    segmenter = SimpleNamespace(detector=SimpleNamespace(device=device))
-    assert runs_ahead(SimpleNamespace(segmenter=segmenter)) is ahead
-    assert runs_ahead(object())  # the energy rule: numpy on the CPU
+    segmenter = SimpleNamespace(detector=SimpleNamespace(device=torch.device(device)))
+    assert runs_ahead(SegmenterSpeech(segmenter, "silero")) is ahead
+    assert runs_ahead(EnergySpeech())  # the energy rule: numpy on the CPU
+    # A detector that does not say where it computes stays on the engine's thread.
+    assert not runs_ahead(SegmenterSpeech(SimpleNamespace(detector=object()), "x"))
