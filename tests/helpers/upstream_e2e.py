@@ -88,6 +88,18 @@ def convert(src: Path, bundle: Path, *args: str) -> str:
     return res.output
 
 
+def convert_fixture(src: Path, tmp_path: Path, monkeypatch, device: str = "cpu"  # noqa: ANN001
+                    ) -> tuple[Path, str]:
+    """Every fixture test's start: the clips present, fp32 as recorded on ``device``, a model
+    cache of the test's own, then ``oasr convert SRC TMP/bundle``; (the bundle, convert's
+    output, which names the converter that took the layout)."""
+    require_audio()
+    full_fp32(device, monkeypatch)
+    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
+    bundle = tmp_path / "bundle"
+    return bundle, convert(src, bundle)
+
+
 def transcribe(bundle: Path, out_dir: Path, *args: str,
                device: str = "cpu") -> dict[str, dict[str, Any]]:
     """``oasr transcribe CLIPS --model BUNDLE --device DEVICE --dtype fp32 -o OUT [args]``; the

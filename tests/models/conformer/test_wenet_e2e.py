@@ -29,9 +29,7 @@ from tests.helpers.upstream_e2e import (
     FIXTURES,
     assert_matches,
     clip_paths,
-    convert,
-    full_fp32,
-    require_audio,
+    convert_fixture,
     transcribe,
 )
 
@@ -52,11 +50,9 @@ def test_recorded_on_these_clips():
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
 @pytest.mark.parametrize("device", DEVICES)
 def test_convert_and_transcribe_equal_wenet(variant, device, tmp_path, monkeypatch):
-    require_audio()
-    full_fp32(device, monkeypatch)
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
-    bundle = tmp_path / "bundle"
-    assert "conformer/wenet" in convert(FIXTURES / "wenet_tiny" / variant, bundle)
+    bundle, converted = convert_fixture(FIXTURES / "wenet_tiny" / variant, tmp_path,
+                                        monkeypatch, device)
+    assert "conformer/wenet" in converted
     for mode, decode in EXPECTED["variants"][variant].items():
         out = tmp_path / mode
         out.mkdir()
@@ -78,10 +74,9 @@ def test_stream_equals_wenet_simulate_streaming(variant, tmp_path, monkeypatch):
     from oasr.cli.app import app
     from oasr.streaming.stream import Stream
 
-    require_audio()
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
-    bundle = tmp_path / "bundle"
-    assert "conformer/wenet" in convert(FIXTURES / "wenet_tiny" / variant, bundle)
+    bundle, converted = convert_fixture(FIXTURES / "wenet_tiny" / variant, tmp_path,
+                                        monkeypatch)
+    assert "conformer/wenet" in converted
     finals: list[tuple[int, list[int] | None]] = []
     finalize = Stream.finalize
 

@@ -14,10 +14,8 @@ from tests.helpers.upstream_e2e import (
     DEVICES,
     FIXTURES,
     assert_matches,
-    convert,
-    full_fp32,
+    convert_fixture,
     load_expected,
-    require_audio,
     transcribe,
 )
 
@@ -29,12 +27,9 @@ EXPECTED = load_expected("parakeet")
 @pytest.mark.parametrize("device", DEVICES)
 def test_convert_and_transcribe_equal_transformers(variant, layout, device, tmp_path,
                                                     monkeypatch):
-    require_audio()
-    full_fp32(device, monkeypatch)
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
-    bundle = tmp_path / "bundle"
     head = variant.split("_")[0]
     src = FIXTURES / "parakeet" / (variant if layout == "huggingface" else f"{variant}.nemo")
-    assert f"parakeet_{head}/{layout}" in convert(src, bundle)
+    bundle, converted = convert_fixture(src, tmp_path, monkeypatch, device)
+    assert f"parakeet_{head}/{layout}" in converted
     rows = transcribe(bundle, tmp_path, device=device)
     assert_matches(EXPECTED["variants"][variant]["greedy"], rows)

@@ -19,11 +19,10 @@ from tests.helpers.upstream_e2e import (
     FIXTURES,
     assert_matches,
     clip_paths,
-    convert,
+    convert_fixture,
     full_fp32,
     load_expected,
     read_clip,
-    require_audio,
     transcribe,
 )
 from tests.streaming.stream_cli import stream_finals
@@ -33,11 +32,9 @@ EXPECTED = load_expected("nemotron_streaming")
 
 @pytest.fixture(params=sorted(EXPECTED["variants"]))
 def bundle(request, tmp_path, monkeypatch):
-    require_audio()
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
-    out = tmp_path / "bundle"
-    assert "nemotron_streaming/huggingface" in convert(
-        FIXTURES / "nemotron_streaming" / request.param, out)
+    out, converted = convert_fixture(FIXTURES / "nemotron_streaming" / request.param,
+                                     tmp_path, monkeypatch)
+    assert "nemotron_streaming/huggingface" in converted
     return request.param, out
 
 

@@ -12,10 +12,8 @@ from tests.helpers.upstream_e2e import (
     DEVICES,
     FIXTURES,
     assert_matches,
-    convert,
-    full_fp32,
+    convert_fixture,
     load_expected,
-    require_audio,
     transcribe,
 )
 
@@ -25,10 +23,8 @@ EXPECTED = load_expected("funasr_paraformer")
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
 @pytest.mark.parametrize("device", DEVICES)
 def test_convert_and_transcribe_equal_funasr(variant, device, tmp_path, monkeypatch):
-    require_audio()
-    full_fp32(device, monkeypatch)
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
-    bundle = tmp_path / "bundle"
-    assert "paraformer/funasr" in convert(FIXTURES / "funasr_paraformer" / variant, bundle)
+    bundle, converted = convert_fixture(FIXTURES / "funasr_paraformer" / variant, tmp_path,
+                                        monkeypatch, device)
+    assert "paraformer/funasr" in converted
     rows = transcribe(bundle, tmp_path, device=device)
     assert_matches(EXPECTED["variants"][variant]["greedy"], rows)

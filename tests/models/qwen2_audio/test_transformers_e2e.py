@@ -15,10 +15,8 @@ from tests.helpers.upstream_e2e import (
     DEVICES,
     FIXTURES,
     assert_matches,
-    convert,
-    full_fp32,
+    convert_fixture,
     load_expected,
-    require_audio,
     transcribe,
 )
 
@@ -28,12 +26,9 @@ EXPECTED = load_expected("qwen2_audio")
 @pytest.mark.parametrize("variant", sorted(EXPECTED["variants"]))
 @pytest.mark.parametrize("device", DEVICES)
 def test_convert_and_transcribe_equal_transformers(variant, device, tmp_path, monkeypatch):
-    require_audio()
-    full_fp32(device, monkeypatch)
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
     src = FIXTURES / "qwen2_audio" / variant
-    bundle = tmp_path / "bundle"
-    assert "qwen2_audio/hf" in convert(src, bundle)
+    bundle, converted = convert_fixture(src, tmp_path, monkeypatch, device)
+    assert "qwen2_audio/hf" in converted
     cap = json.loads((src / "generation_config.json").read_text())["max_new_tokens"]
     saved = json.loads((bundle / "oasr_config.json").read_text())
     assert saved["decoding_defaults"]["max_new_tokens"] == cap

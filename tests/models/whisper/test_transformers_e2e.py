@@ -35,10 +35,8 @@ from tests.helpers.upstream_e2e import (
     DEVICES,
     FIXTURES,
     assert_matches,
-    convert,
-    full_fp32,
+    convert_fixture,
     load_expected,
-    require_audio,
     transcribe,
 )
 
@@ -78,11 +76,9 @@ def test_convert_and_transcribe_equal_transformers(variant, decode, device, tmp_
     kwargs, flags, _ = DECODES[decode]
     # The flags ask for the search the recording ran (make.py's DECODES).
     assert EXPECTED["upstream"]["generate"][decode] == kwargs
-    require_audio()
-    full_fp32(device, monkeypatch)
-    monkeypatch.setenv("OASR_CACHE_DIR", str(tmp_path / "cache"))
-    bundle = tmp_path / "bundle"
-    assert "whisper/hf" in convert(FIXTURES / "whisper_hf" / variant, bundle)
+    bundle, converted = convert_fixture(FIXTURES / "whisper_hf" / variant, tmp_path,
+                                        monkeypatch, device)
+    assert "whisper/hf" in converted
     rows = transcribe(bundle, tmp_path, *OASR_ARGS, *flags, device=device)
     expected = EXPECTED["variants"][variant][decode]
     assert_matches(expected, rows)
