@@ -130,7 +130,10 @@ def release_groups(state: RowState, on_settled: Callable[[SettledWindow], Any] |
         if not pieces:
             continue
         previous_end = state.segments[-1]["end"] if state.segments else 0.0
-        text, segments, words = assemble(pieces, previous_end)
+        coverage = state.coverage
+        text, segments, words = assemble(
+            pieces, previous_end, speech=coverage.speech if coverage is not None else None,
+            settled_to=coverage.settled_to if coverage is not None else 0.0)
         state.settled.append(group)
         state.texts.append(text)
         state.segments += segments

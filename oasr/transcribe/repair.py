@@ -60,6 +60,7 @@ class RowCoverage:
     sample_rate: int
     window_s: float
     speech: list[Span] = field(default_factory=list)
+    settled_to: float = 0.0  # the end of the part of the recording whose speech is known
     unrepaired: list[Span] = field(default_factory=list)
     repaired: int = 0
     pending: dict[int, RepairJob] = field(default_factory=dict)
@@ -94,6 +95,7 @@ class RowCoverage:
         """``spans`` clipped to ``[lo, hi)``, the part of the recording now settled, and kept."""
         kept = [(max(a, lo), min(b, hi)) for a, b in spans if b > lo and a < hi]
         self.speech += kept
+        self.settled_to = max(self.settled_to, hi)
         return kept
 
     def gaps(self, speech: list[Span], words: list[dict[str, Any]]) -> list[Span]:

@@ -24,8 +24,10 @@ Words: every piece's, in time order. Where Whisper decoded segments, a segment's
 that lies ``STRAY_GAP_S`` before the segment's second word while touching the previous word
 (the aligner put it at the end of the previous utterance) shares the second word's span, in
 proportion to their characters; likewise a last word put at the start of the next utterance.
-A word shorter than ``MIN_WORD_S`` is widened into the pauses on either side, as far as they
-reach (never over a neighbour).
+Where the coverage detector's speech is known, word edges it contradicts by a wide margin are
+moved out of its pauses (:mod:`oasr.transcribe.speech_snap`) before the segments are cut. A word
+shorter than ``MIN_WORD_S`` is widened into the pauses on either side, as far as they reach
+(never over a neighbour).
 
 Text: a single piece's text as decoded; several pieces' segment texts joined as the script
 writes them (:func:`oasr.io.subtitles.join_words`).
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oasr.io.subtitles import ends_sentence, join_words
+from oasr.transcribe.speech_snap import snap_to_speech
 
 __all__ = ["MAX_SEGMENT_S", "MIN_SENTENCE_S", "MIN_WORD_S", "SEGMENT_PAUSE_S", "Piece",
            "assemble", "floor_word_lengths", "piece_segments", "segment_offsets", "trim_piece",
@@ -251,17 +254,23 @@ def _disjoint(words: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def assemble(pieces: list[Piece], previous_end: float = 0.0
+def assemble(pieces: list[Piece], previous_end: float = 0.0,
+             speech: list[tuple[float, float]] | None = None, settled_to: float = math.inf
              ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None]:
     """(text, segments, words) of ``pieces`` (ordered by time, disjoint): segments strictly
     increasing from ``previous_end`` on (where an earlier group of the same recording ended);
-    words None when no piece is timed."""
+    words None when no piece is timed. ``speech``: the coverage detector's spans, known up to
+    ``settled_to``; word edges it contradicts are moved (:mod:`oasr.transcribe.speech_snap`)."""
     timed = any(p.words is not None for p in pieces)
     pieces = ([_restore_strays(p) for p in _interleave(pieces)] if timed
               else sorted(pieces, key=lambda p: p.start))
-    words = (floor_word_lengths(_disjoint([w for p in pieces for w in p.words or []]),
-                                min(p.start for p in pieces), max(p.end for p in pieces))
-             if timed and pieces else None)
+    words = None
+    if timed and pieces:
+        words = _disjoint([w for p in pieces for w in p.words or []])
+        if speech:
+            words = snap_to_speech(words, speech, until=settled_to)
+        words = floor_word_lengths(words, min(p.start for p in pieces),
+                                   max(p.end for p in pieces))
     if words is not None:  # the floored times back into the pieces' words, for their segments
         it = iter(words)
         pieces = [Piece(**{**p.__dict__, "words": [next(it) for _ in p.words or []]

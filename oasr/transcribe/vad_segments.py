@@ -257,11 +257,13 @@ class VadTranscriber(Transcriber):
         self.vad_rows.pop(state.row.id)
         self.active.pop(state.row.id, None)
         pieces = sorted(state.pieces, key=lambda p: p.start)
-        text, segments, words = assemble(pieces)
+        coverage = state.coverage
+        text, segments, words = assemble(
+            pieces, speech=coverage.speech if coverage is not None else None,
+            settled_to=coverage.settled_to if coverage is not None else 0.0)
         outs = [state.outs[i] for i in range(len(state.chunks))]
         out = assemble_row(state.row, outs, duration=state.duration_s, texts=[text],
                            segments=segments, words=words)
-        coverage = state.coverage
         if coverage is not None and words is not None:
             out.coverage = coverage.figure(words)
             warning = coverage.warning(words)
