@@ -2,8 +2,9 @@
 
 Long-form decoding asks for the window at a sample offset that only ever moves forward (the
 next window starts where the last one settled). ``ForwardAudio`` keeps the samples from the
-current window's start on and forgets everything before it, so a 1-hour file costs about one
-window plus one decoding chunk of memory.
+current window's start on and forgets everything before it, so a 1-hour file costs about two
+windows (the coverage detector reads one ahead, :meth:`ForwardAudio.peek`) plus one decoding
+chunk of memory.
 """
 
 from __future__ import annotations
@@ -45,6 +46,19 @@ class ForwardAudio:
         drop = min(start - self._start, len(self._buf))
         self._buf = self._buf[drop:]
         self._start += drop
+        offset = start - self._start
+        return self._buf[offset:offset + length].copy()
+
+    def peek(self, start: int, length: int) -> np.ndarray:
+        """Samples ``[start, start + length)`` (fewer at the end) without forgetting anything:
+        audio read ahead of the windows (the coverage detector's blocks).
+
+        Raises:
+            ValueError: ``start`` precedes what is kept.
+        """
+        if start < self._start:
+            raise ValueError(f"samples before {self._start} are forgotten ({start})")
+        self._fill(start + length)
         offset = start - self._start
         return self._buf[offset:offset + length].copy()
 

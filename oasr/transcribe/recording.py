@@ -105,7 +105,7 @@ def cover_window(state: RowState, group: WindowGroup, words: list[dict[str, Any]
     assert coverage is not None
     start = state.row.offset + state.seek / sample_rate
     audio = state.reader.window(state.seek, state.window_len)
-    speech = coverage.detect(audio, start, key=(state.seek, state.window_len))
+    speech = coverage.detect(state.seek, len(audio), state.row.offset)
     end = start + advance / sample_rate
     gaps = coverage.gaps([(a, min(b, end)) for a, b in speech if a < end], state.heard)
     last = max((w["end"] for w in words), default=start)

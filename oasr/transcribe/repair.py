@@ -16,6 +16,7 @@ has no word is *unrepaired*: the row's ``coverage`` counts it and the row carrie
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -69,27 +70,60 @@ class RowCoverage:
     # None: on the caller's thread.
     ahead: SpeechAhead | None = None
     _next_key: int = 0
-    _ahead: dict[tuple[int, int], Future] = field(default_factory=dict)
+    # The recording's speech is detected in blocks of one window on a fixed grid (not on the
+    # windows, whose starts are known only once the previous one is back), so the blocks of
+    # the next windows can be detected while the engine decodes this one. Block index ->
+    # its speech (spans in the block), its detection in flight, or its audio not yet detected.
+    _blocks: dict[int, Any] = field(default_factory=dict)
+    _next_block: int = 0
 
-    def detect_ahead(self, key: tuple[int, int], audio: np.ndarray) -> None:
-        """Start the detector on a window handed to the engine (``key``: its first sample and
-        length), so that its speech is ready, or nearly, when the window's words come back."""
-        if self.ahead is not None and key not in self._ahead:
-            self._ahead[key] = self.ahead.submit(audio)
+    @property
+    def block(self) -> int:
+        """Samples per detector block: the model's window."""
+        return max(1, int(round(self.window_s * self.sample_rate)))
 
-    def detect(self, audio: np.ndarray, start: float,
-               key: tuple[int, int] | None = None) -> list[Span]:
-        """Speech in ``audio``, which begins at ``start``: the result of :meth:`detect_ahead`
-        for ``key`` where there is one, else detected now."""
-        future = self._ahead.pop(key, None) if key is not None else None
-        if key is not None:  # windows only move forward: a replaced window's are not needed
-            for stale in [k for k in self._ahead if k[0] <= key[0]]:
-                self._ahead.pop(stale).cancel()
-        if future is None and self.ahead is not None:
-            future = self.ahead.submit(audio)
-        spans = (future.result() if future is not None
-                 else self.check.detector(audio, self.sample_rate))
-        return [(start + a, start + b) for a, b in spans]
+    def detect_ahead(self, upto: int, read: Callable[[int, int], np.ndarray]) -> None:
+        """Hand the detector every block of the recording that begins before sample ``upto``
+        and is not yet handed over; ``read(start, n)`` returns samples ``[start, start + n)``
+        (fewer at the end). Must run before the reader forgets those samples."""
+        while self._next_block * self.block < upto:
+            audio = read(self._next_block * self.block, self.block)
+            if not len(audio):
+                return
+            self._blocks[self._next_block] = (self.ahead.submit(audio)
+                                              if self.ahead is not None else audio)
+            self._next_block += 1
+
+    def _block_speech(self, index: int) -> list[Span]:
+        held = self._blocks.get(index)
+        if held is None:
+            return []
+        if isinstance(held, Future):
+            held = held.result()
+        elif isinstance(held, np.ndarray):
+            held = self.check.detector(held, self.sample_rate)
+        self._blocks[index] = held
+        return held
+
+    def detect(self, seek: int, length: int, offset: float = 0.0) -> list[Span]:
+        """The speech in samples ``[seek, seek + length)`` on the recording's clock (``offset``:
+        the row's start in it), from the blocks handed over by :meth:`detect_ahead`; spans
+        that meet at a block's edge are one. Blocks before ``seek`` are forgotten."""
+        first, last = seek // self.block, (seek + length - 1) // self.block
+        for stale in [b for b in self._blocks if b < first]:
+            held = self._blocks.pop(stale)
+            if isinstance(held, Future):
+                held.cancel()
+        spans: list[Span] = []
+        for b in range(first, last + 1):
+            base = b * self.block / self.sample_rate
+            for a, z in self._block_speech(b):
+                if spans and base + a <= spans[-1][1] + 1e-6:
+                    spans[-1] = (spans[-1][0], base + z)
+                else:
+                    spans.append((base + a, base + z))
+        lo, hi = seek / self.sample_rate, (seek + length) / self.sample_rate
+        return [(offset + max(a, lo), offset + min(z, hi)) for a, z in spans if z > lo and a < hi]
 
     def settle(self, spans: list[Span], lo: float, hi: float) -> list[Span]:
         """``spans`` clipped to ``[lo, hi)``, the part of the recording now settled, and kept."""

@@ -269,6 +269,8 @@ class Transcriber:
         row = state.row
         while True:
             try:
+                if state.coverage is not None:  # the blocks of this window and the next
+                    state.coverage.detect_ahead(seek + 2 * self.window, state.reader.peek)
                 audio = state.reader.window(seek, state.narrowed or self.window)
                 more = state.reader.has_more(seek + len(audio))
             except AudioDecodeError as exc:
@@ -304,8 +306,6 @@ class Transcriber:
             decoding = replace(decoding, temperature=temperature,
                                seed=fallback.window_seed(row.id, state.index, state.attempt)
                                if temperature > 0 else None)
-        if state.coverage is not None:
-            state.coverage.detect_ahead((seek, len(audio)), audio)
         self._queue.append(Request(f"{row.id}\x1fw{state.index}", audio, decoding,
                                    metadata={"row": row.id, "window": state.index}))
         state.index += 1

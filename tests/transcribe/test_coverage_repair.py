@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 
@@ -164,3 +165,76 @@ def test_a_windows_speech_is_detected_off_the_engines_thread_while_it_decodes(tm
     assert out.text == "w0 w1 w2" and out.coverage == 1.0
     assert [n for _, n in detector.calls] == [8 * SR]
     assert all(name.startswith("oasr-coverage") for name, _ in detector.calls)
+
+
+class _BlockSpeech:
+    """Speech = fixed spans of the recording (seconds), reported per block it is handed;
+    records each block's first sample value and length (blocks are on a fixed grid)."""
+
+    device = "cpu"
+    name = "scripted"
+
+    def __init__(self, spans, sr) -> None:
+        self.spans, self.sr = spans, sr
+        self.calls: list[tuple[float, int]] = []
+
+    def __call__(self, audio, sample_rate):
+        start = float(audio[0]) / sample_rate  # the test's audio is its own sample index
+        self.calls.append((start, len(audio)))
+        end = start + len(audio) / sample_rate
+        return [(max(a, start) - start, min(b, end) - start)
+                for a, b in self.spans if b > start and a < end]
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_speech_is_detected_in_window_blocks_ahead_of_the_seek(threaded):
+    from oasr.transcribe.audio_window import ForwardAudio
+    from oasr.transcribe.repair import RowCoverage
+    from oasr.transcribe.speech_ahead import SpeechAhead
+
+    sr = 100  # samples are their own index, so a block knows where it begins
+    audio = np.arange(350, dtype=np.float32)
+    reader = ForwardAudio(iter([audio[:120], audio[120:]]))
+    detector = _BlockSpeech([(0.2, 1.5), (2.0, 2.1), (2.9, 3.5)], sr)
+    ahead = SpeechAhead(detector, sr) if threaded else None
+    try:
+        coverage = RowCoverage(CoverageCheck(detector), sr, window_s=1.0, ahead=ahead)
+        coverage.detect_ahead(0 + 2 * 100, reader.peek)  # the first window and the next
+        reader.window(0, 100)
+        assert coverage.detect(0, 100, offset=10.0) == [(10.2, 11.0)]
+        # The next window starts inside block 1; its blocks were handed before the seek moved.
+        coverage.detect_ahead(50 + 2 * 100, reader.peek)
+        reader.window(50, 100)
+        # Spans meeting at the block edge (1.0 s) are one; clipped to the window.
+        assert coverage.detect(50, 100) == [(0.5, 1.5)]
+        coverage.detect_ahead(250 + 2 * 100, reader.peek)
+        reader.window(250, 100)
+        assert coverage.detect(250, 100) == [(2.9, 3.5)]
+        # Every sample detected once, in blocks of the window on its grid; none beyond the end.
+        assert sorted(detector.calls) == [(0.0, 100), (1.0, 100), (2.0, 100), (3.0, 50)]
+        with pytest.raises(ValueError, match="forgotten"):
+            reader.peek(100, 10)
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def test_a_long_row_s_outcome_is_the_same_with_the_detector_ahead_or_on_the_thread(tmp_path):
+    bursts = [(0.5, 2.0), (4.0, 5.5), (9.2, 10.6), (13.0, 14.5), (19.0, 20.5), (23.0, 24.0)]
+    row = _row(tmp_path, bursts, 26.0)
+    outs = []
+    on_thread = _ThreadedSpeech()
+    on_thread.device = ""  # a detector that does not say where it computes stays on the thread
+    for detector in (on_thread, _ThreadedSpeech()):
+        engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 3)
+        options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
+                                    coverage=CoverageCheck(detector))
+        outs.append(_run(Transcriber(engine, options), row))
+    assert outs[0].text == outs[1].text and outs[0].words == outs[1].words
+    assert outs[0].coverage == outs[1].coverage == 1.0
+    assert "w3" in outs[0].text.split()  # the skipped word came back through the repair
+    # Blocks of the engine's 10-s window on a fixed grid, each detected once, off the thread.
+    assert [n for _, n in detector.calls] == [10 * SR, 10 * SR, 6 * SR]
+    assert all(name.startswith("oasr-coverage") for name, _ in detector.calls)
+    assert [n for _, n in on_thread.calls] == [10 * SR, 10 * SR, 6 * SR]
+    assert not any(name.startswith("oasr-coverage") for name, _ in on_thread.calls)
