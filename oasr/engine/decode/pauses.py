@@ -30,6 +30,8 @@ CONTEXT_S = 2.0
 DIGITAL_SILENCE_DB = -90.0
 DIGITAL_GAP_S = 0.1
 MIN_SOUND_S = 0.03
+# A frame this far over the local noise floor is sound (the speech-edges reference's rule).
+ABOVE_FLOOR_DB = 12.0
 
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,8 +51,12 @@ def _percentile_sorted(rows: np.ndarray, count: np.ndarray, q: float) -> np.ndar
 
 
 def quiet_frames(audio: np.ndarray, sample_rate: int, below_db: float = 35.0,
-                 above_floor_db: float = 12.0, min_sound_s: float = MIN_SOUND_S) -> np.ndarray:
-    """(N,) bool per ``HOP_S`` frame of ``audio`` (N,) float32: no speech in that frame."""
+                 above_floor_db: float | None = None,
+                 min_sound_s: float = MIN_SOUND_S) -> np.ndarray:
+    """(N,) bool per ``HOP_S`` frame of ``audio`` (N,) float32: no speech in that frame.
+    ``above_floor_db``: None for ``ABOVE_FLOOR_DB``."""
+    if above_floor_db is None:
+        above_floor_db = ABOVE_FLOOR_DB
     hop = max(1, int(round(HOP_S * sample_rate)))
     n = len(audio) // hop
     if n == 0:
@@ -91,7 +97,7 @@ def quiet_frames(audio: np.ndarray, sample_rate: int, below_db: float = 35.0,
 
 
 def speech_pauses(audio: np.ndarray, sample_rate: int, seconds_per_frame: float,
-                  below_db: float = 35.0, above_floor_db: float = 12.0,
+                  below_db: float = 35.0, above_floor_db: float | None = None,
                   min_pause_s: float = 0.3, min_edge_pause_s: float = 0.1,
                   min_sound_s: float = MIN_SOUND_S) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the pauses in ``audio`` (N,) float32, in (fractional) frames of
