@@ -254,7 +254,7 @@ def _feed_files(streams, sample_rate: int, chunk: float, realtime: bool, drain) 
 def _summary(streams, wall: float, sample_rate: int, runtime: str) -> None:
     import numpy as np
 
-    streams = [s for _, s in streams]
+    pairs, streams = streams, [s for _, s in streams]
     audio = sum(s.received for s in streams) / sample_rate
     lags = [x for s in streams for x in s.stats.commit_lags]
     firsts = [s.stats.first_text_head - s.stats.first_speech for s in streams
@@ -266,4 +266,15 @@ def _summary(streams, wall: float, sample_rate: int, runtime: str) -> None:
                  f"{np.percentile(lags, 50):.2f}, p90 {np.percentile(lags, 90):.2f}")
     if firsts:
         line += f"; first text {np.mean(firsts):.2f} s of audio after speech began"
+    speech = sum(s.stats.speech_s for s in streams)
+    if speech > 0:
+        covered = sum(s.stats.covered_s for s in streams)
+        line += f"; coverage {covered / speech:.1%} of detected speech"
     typer.echo(line, err=True)
+    for src, s in pairs:  # speech no final's words cover: live, reported, not decoded again
+        left = s.stats.uncovered
+        if left:
+            where = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in left[:3])
+            more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+            typer.echo(f"warning: {src}: {sum(b - a for a, b in left):.1f} s of detected "
+                       f"speech has no words: {where}{more}", err=True)

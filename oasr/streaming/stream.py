@@ -74,7 +74,8 @@ class StreamResult:
     words: the committed words with start/end on the stream's clock (seconds); start / end: the
     utterance's span on that clock; is_final: the utterance ended (an endpoint, or the input);
     token_ids: a final's token ids where the streaming path decodes tokens itself (chunk-wise
-    models), else None.
+    models), else None; coverage: a final's detected speech seconds covered by its words over
+    those detected (``oasr.transcribe.coverage``'s rules; 1.0 without detected speech).
     """
 
     committed: str = ""
@@ -86,6 +87,7 @@ class StreamResult:
     segment: int = 0
     endpoint_rule: int | None = None
     token_ids: list[int] | None = None
+    coverage: float | None = None
 
     @property
     def text(self) -> str:
@@ -100,6 +102,16 @@ class StreamStats:
     first_text_head: float | None = None  # audio heard when the first word (partial) appeared
     first_speech: float | None = None  # start of the first speech frame
     commit_lags: list[float] = field(default_factory=list)  # per word: head at commit - end
+    # The finals' detected speech against their words (oasr.transcribe.coverage): seconds
+    # detected, seconds covered, and the stretches no word covered (seconds on the clock).
+    speech_s: float = 0.0
+    covered_s: float = 0.0
+    uncovered: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def coverage(self) -> float:
+        """Covered over detected speech seconds of the finals so far (1.0 without speech)."""
+        return round(self.covered_s / self.speech_s, 4) if self.speech_s > 0 else 1.0
 
     def note_first_speech(self, stream: Stream) -> None:
         if self.first_speech is None and stream.speech_runs:
@@ -132,6 +144,9 @@ class Stream:
         self.base = 0  # clock sample of audio[0]
         self.received = 0
         self.speech_runs: list[list[int]] = []  # [start, end) clock samples of speech frames
+        # The same runs kept until their utterance's final is measured against its words
+        # (the buffer's runs are dropped with the buffer, mid-utterance).
+        self._final_runs: list[list[int]] = []
         self.endpoints: list[Endpoint] = []
         self.finished = False
         self.flushed = False
@@ -193,10 +208,11 @@ class Stream:
         fs = self.frame_samples
         for i in np.flatnonzero(speech):
             a, b = (first + int(i)) * fs, (first + int(i) + 1) * fs
-            if self.speech_runs and self.speech_runs[-1][1] == a:
-                self.speech_runs[-1][1] = b
-            else:
-                self.speech_runs.append([a, b])
+            for runs in (self.speech_runs, self._final_runs):
+                if runs and runs[-1][1] == a:
+                    runs[-1][1] = b
+                else:
+                    runs.append([a, b])
         self.endpoints += endpoints
 
     def endpoint_sample(self, endpoint: Endpoint) -> int:
@@ -236,8 +252,24 @@ class Stream:
         self.final = StreamResult(
             committed=text, partial="", words=words, is_final=True,
             start=words[0].start if words else start, end=words[-1].end if words else end_s,
-            segment=self.segment, endpoint_rule=rule, token_ids=token_ids)
+            segment=self.segment, endpoint_rule=rule, token_ids=token_ids,
+            coverage=self._measure(words, end_sample))
         self.final_end = end_sample
+
+    def _measure(self, words: list[Word], end_sample: int) -> float:
+        """The final's coverage: the detected speech before ``end_sample`` not yet measured
+        against the words of this final; the stream's totals follow."""
+        from oasr.transcribe.coverage import CoverageRules, covered_seconds, uncovered
+
+        sr = self.sample_rate
+        speech = [(a / sr, min(b, end_sample) / sr) for a, b in self._final_runs if a < end_sample]
+        self._final_runs = [[max(a, end_sample), b] for a, b in self._final_runs if b > end_sample]
+        rules = CoverageRules()
+        covered, total = covered_seconds(speech, words, rules)
+        self.stats.speech_s += total
+        self.stats.covered_s += covered
+        self.stats.uncovered += uncovered(speech, words, rules)
+        return round(covered / total, 4) if total > 0 else 1.0
 
     def seconds(self, sample: int) -> float:
         return sample / self.sample_rate

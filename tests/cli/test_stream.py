@@ -6,6 +6,7 @@ audio is shaped for the energy gate (tones, not speech), so these runs endpoint 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import soundfile as sf
@@ -197,3 +198,34 @@ def test_an_output_we_did_not_write_is_refused_before_the_model_loads(recording,
         assert r.exit_code == 2, r.output
         assert says in " ".join(r.stderr.split()) and "Traceback" not in r.output
     assert theirs.read_text() == '{"mine": 1}\n'
+
+
+def test_the_summary_gives_coverage_and_names_speech_left_without_words(tmp_path,
+                                                                        monkeypatch) -> None:
+    script, t = [], 0.4
+    for i in range(8):
+        script.append((f"word{i}" + ("." if i % 4 == 3 else ""), t, t + 0.3))
+        t += 0.45 + (4.0 if i % 4 == 3 else 0.0)
+    ghost = ("ghost", script[3][2] + 1.4, script[3][2] + 2.6)  # heard by nothing
+    audio = scripted_audio(script + [ghost], t + 0.5, seed=7)
+    path = tmp_path / "rec.wav"
+    sf.write(path, audio, SR, subtype="FLOAT")
+    read_back, _ = sf.read(path, dtype="float32")
+    engine = ScriptedEngine(read_back, script)
+    monkeypatch.setattr("oasr.engine.engine.ASREngine", lambda config: engine)
+    result = CliRunner().invoke(app, ["stream", str(path), "--vad", "energy"])
+    assert result.exit_code == 0, result.output
+    assert "coverage " in result.stderr and "coverage 100.0%" not in result.stderr
+    warning = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1 and str(path) in warning[0]
+    (a, b), = re.findall(r"(\d+\.\d)-(\d+\.\d) s", warning[0])
+    assert float(a) == pytest.approx(ghost[1], abs=0.15)
+    assert float(b) == pytest.approx(ghost[2], abs=0.15)
+
+
+def test_a_fully_covered_stream_reports_full_coverage_and_no_warning(recording) -> None:
+    path, _ = recording
+    result = CliRunner().invoke(app, ["stream", str(path), "--vad", "energy"])
+    assert result.exit_code == 0, result.output
+    assert "coverage 100.0% of detected speech" in result.stderr
+    assert "warning:" not in result.stderr
