@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -136,6 +136,11 @@ final4)  # every gpu test (the new e2e fixtures, the CPU coverage thread); riva'
     TAIL=8 step fp8_turbo 150 python3 benchmarks/gpu_fp8.py "$R/gpu_fp8_turbo.json" \
         --shape large-v3-turbo --max-new-tokens 32 --batch-sizes 64 --repeat-minutes 20 \
         --no-gemms
+    ;;
+blocks)  # every gpu test, then the product path (the coverage detector's blocks ahead of the seek)
+    TAIL=16 step pytest_gpu 280 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=30 step e2e 220 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
