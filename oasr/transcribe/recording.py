@@ -2,8 +2,9 @@
 speech they left uncovered, and the row they make.
 
 A kept window becomes a :class:`WindowGroup` with its repairs (:mod:`oasr.transcribe.repair`);
-groups are released in the recording's order once their repairs are back
-(:func:`release_groups`), each assembled into segments, text and words
+groups are released in the recording's order once their repairs are back and, with word timings
+and a coverage detector, the next group is settled too (:func:`release_groups`: its words are
+snapped to the detected speech knowing what follows), each assembled into segments, text and words
 (:func:`oasr.transcribe.segments.assemble`) and reported as a :class:`SettledWindow`, so a lazy
 reader sees final segments in order. :func:`cover_window` checks a window's speech against its
 words: the next window never starts past speech after the window's last word that no word
@@ -122,18 +123,31 @@ def cover_window(state: RowState, group: WindowGroup, words: list[dict[str, Any]
     return advance, jobs
 
 
+def _first_word(group: WindowGroup) -> dict[str, Any] | None:
+    return next((w for p in group.pieces() for w in p.words or []), None)
+
+
 def release_groups(state: RowState, on_settled: Callable[[SettledWindow], Any] | None) -> None:
-    """Add the groups whose repairs are all back to the row, in order, and report them."""
+    """Add the groups whose repairs are all back to the row, in order, and report them. With
+    word timings and a coverage detector a group waits for the next one to settle too (or the
+    row to be read to its end): its words are snapped to the detected speech knowing the
+    speech and the word after it (a sentence's first word Whisper left before a pause moves
+    across it, into the next window's speech)."""
+    coverage = state.coverage
+    hold = coverage is not None and bool(state.decoding.word_timestamps)
     while state.groups and not state.groups[0].pending:
+        if hold and not state.read_all and (len(state.groups) < 2 or state.groups[1].pending):
+            return
         group = state.groups.popleft()
         pieces = group.pieces()
         if not pieces:
             continue
         previous_end = state.segments[-1]["end"] if state.segments else 0.0
-        coverage = state.coverage
         text, segments, words = assemble(
             pieces, previous_end, speech=coverage.speech if coverage is not None else None,
-            settled_to=coverage.settled_to if coverage is not None else 0.0)
+            settled_to=coverage.settled_to if coverage is not None else 0.0,
+            before=state.words[-1] if state.words else None,
+            after=_first_word(state.groups[0]) if state.groups else None)
         state.settled.append(group)
         state.texts.append(text)
         state.segments += segments

@@ -252,6 +252,7 @@ class Transcriber:
     def _finish(self, state: RowState) -> None:
         """The row is read to its end: it finishes once its repairs are back."""
         state.read_all = True
+        release_groups(state, self.options.on_settled)  # the group held for the next one
         if state.groups:
             return
         self.active.pop(state.row.id, None)

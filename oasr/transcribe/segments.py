@@ -255,12 +255,15 @@ def _disjoint(words: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def assemble(pieces: list[Piece], previous_end: float = 0.0,
-             speech: list[tuple[float, float]] | None = None, settled_to: float = math.inf
+             speech: list[tuple[float, float]] | None = None, settled_to: float = math.inf,
+             before: dict[str, Any] | None = None, after: dict[str, Any] | None = None
              ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None]:
     """(text, segments, words) of ``pieces`` (ordered by time, disjoint): segments strictly
     increasing from ``previous_end`` on (where an earlier group of the same recording ended);
     words None when no piece is timed. ``speech``: the coverage detector's spans, known up to
-    ``settled_to``; word edges it contradicts are moved (:mod:`oasr.transcribe.speech_snap`)."""
+    ``settled_to``; word edges it contradicts are moved (:mod:`oasr.transcribe.speech_snap`),
+    ``before`` / ``after`` the recording's words either side of these pieces (neighbours
+    assembled apart)."""
     timed = any(p.words is not None for p in pieces)
     pieces = ([_restore_strays(p) for p in _interleave(pieces)] if timed
               else sorted(pieces, key=lambda p: p.start))
@@ -268,7 +271,7 @@ def assemble(pieces: list[Piece], previous_end: float = 0.0,
     if timed and pieces:
         words = _disjoint([w for p in pieces for w in p.words or []])
         if speech:
-            words = snap_to_speech(words, speech, until=settled_to)
+            words = snap_to_speech(words, speech, until=settled_to, before=before, after=after)
         words = floor_word_lengths(words, min(p.start for p in pieces),
                                    max(p.end for p in pieces))
     if words is not None:  # the floored times back into the pieces' words, for their segments

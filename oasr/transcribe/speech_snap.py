@@ -101,21 +101,28 @@ def _move_to(words: list[dict[str, Any]], k: int, start: float) -> tuple[float, 
 
 
 def snap_to_speech(words: list[dict[str, Any]], speech: list[tuple[float, float]],
-                   until: float = float("inf"),
-                   rules: SpeechSnapRules = DEFAULT_RULES) -> list[dict[str, Any]]:
+                   until: float = float("inf"), rules: SpeechSnapRules = DEFAULT_RULES,
+                   before: dict[str, Any] | None = None,
+                   after: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """``words`` (dicts word/start/end..., in order, disjoint) with their edges moved out of the
-    pauses between the ``speech`` spans (module docstring); new dicts, same order and count."""
+    pauses between the ``speech`` spans (module docstring); new dicts, same order and count.
+    ``before`` / ``after``: the words just before and after them, where those are assembled
+    apart (a recording's previous and next window): read as neighbours, never changed."""
     out = [dict(w) for w in words]
     if not out or not speech:
         return out
     sp = _Speech(list(speech), rules.join_s)
     move = rules.min_move_s
-    for k, w in enumerate(out):
+    context = ([dict(before)] if before is not None else []) + out + (
+        [dict(after)] if after is not None else [])
+    first_k = 1 if before is not None else 0
+    for k in range(first_k, first_k + len(out)):
+        w = context[k]
         start, end = w["start"], w["end"]
         if end > until:
             break
-        prev = out[k - 1] if k else None
-        nxt = out[k + 1] if k + 1 < len(out) else None
+        prev = context[k - 1] if k else None
+        nxt = context[k + 1] if k + 1 < len(context) else None
         first, last = sp.at(start), sp.at(end - 1e-6)
         if first is None:
             inside = sp.next_after(start)
@@ -127,21 +134,21 @@ def snap_to_speech(words: list[dict[str, Any]], speech: list[tuple[float, float]
                   and sp.spans[inside][0] - start >= move
                   and nxt["end"] > sp.spans[inside][0]
                   and _opens_sentence(prev, w, _PUNCTUATION)):
-                start, end = _move_to(out, k, sp.spans[inside][0])
+                start, end = _move_to(context, k, sp.spans[inside][0])
         if last is None and end == w["end"]:
-            before = sp.last_before(end)
-            if before is not None and sp.spans[before][1] > start \
-                    and end - sp.spans[before][1] >= move:
-                end = sp.spans[before][1]
+            ended = sp.last_before(end)
+            if ended is not None and sp.spans[ended][1] > start \
+                    and end - sp.spans[ended][1] >= move:
+                end = sp.spans[ended][1]
         if (first is not None and nxt is not None and prev is not None
                 and start == w["start"] and _text(prev).endswith(_SENTENCE_END)
                 and _text(w)[:1].isupper() and not _text(w).endswith(_PUNCTUATION)):
-            after = sp.next_after(start)
-            if (after is not None and after > first
-                    and sp.spans[after][0] - sp.spans[first][1] >= rules.lone_pause_s
-                    and sp.spans[after][0] - rules.lone_pause_s <= nxt["start"] < sp.spans[after][1]
-                    and sp.spans[after][0] < until):
-                start, end = _move_to(out, k, sp.spans[after][0])
+            later = sp.next_after(start)
+            if (later is not None and later > first
+                    and sp.spans[later][0] - sp.spans[first][1] >= rules.lone_pause_s
+                    and sp.spans[later][0] - rules.lone_pause_s <= nxt["start"]
+                    < sp.spans[later][1] and sp.spans[later][0] < until):
+                start, end = _move_to(context, k, sp.spans[later][0])
         if prev is not None and start < prev["end"]:
             start = prev["end"]
         w["start"], w["end"] = round(start, 3), round(max(end, start), 3)
