@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -141,6 +141,12 @@ blocks)  # every gpu test, then the product path (the coverage detector's blocks
     TAIL=16 step pytest_gpu 280 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests
     TAIL=30 step e2e 220 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K"
+    ;;
+blocks_short)  # a short device budget: the product path first, then the transcribe-path gpu tests
+    TAIL=30 step e2e 200 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 30 --no-transformers --no-profile
+    TAIL=16 step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests/transcribe tests/api tests/streaming
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
