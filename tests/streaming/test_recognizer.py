@@ -22,9 +22,12 @@ def _script(n_words: int, start: float, pause_every: int = 0, pause: float = 1.6
     return out, t + 1.0
 
 
-def _run(rec, streams_audio, chunk, on_result=None):
-    """Feed every stream chunk by chunk, decoding all ready streams together; -> finals."""
+def _run(rec, streams_audio, chunk, on_result=None, streams_out=None):
+    """Feed every stream chunk by chunk, decoding all ready streams together; -> finals.
+    ``streams_out``: a list that receives the streams (their stats)."""
     streams = [rec.create_stream() for _ in streams_audio]
+    if streams_out is not None:
+        streams_out += streams
     finals = [[] for _ in streams]
     longest = max(len(a) for a in streams_audio)
 
@@ -185,32 +188,14 @@ def test_unknown_and_non_streaming_detectors_are_refused_by_name() -> None:
         StreamingRecognizer(engine, StreamOptions(detector="fsmn"))
 
 
-def _stream_all(rec, audio, chunk=1600):
-    s = rec.create_stream()
-    finals = []
-    for i in range(0, len(audio), chunk):
-        s.accept_waveform(SR, audio[i:i + chunk])
-        while rec.is_ready(s):
-            rec.decode_streams([s])
-            if rec.is_endpoint(s):
-                finals.append(rec.get_result(s))
-                rec.reset(s)
-    s.input_finished()
-    while rec.is_ready(s):
-        rec.decode_streams([s])
-        if rec.is_endpoint(s):
-            finals.append(rec.get_result(s))
-            rec.reset(s)
-    assert rec.is_done(s)
-    return s, finals
-
-
 def test_finals_measure_the_detected_speech_their_words_cover() -> None:
     script, secs = _script(16, 0.5, pause_every=8, pause=4.0)
     audio = scripted_audio(script, secs)
-    s, finals = _stream_all(StreamingRecognizer(ScriptedEngine(audio, script),
-                                                StreamOptions(step_s=0.5, max_step_s=0.5)),
-                            audio)
+    streams = []
+    finals = _run(StreamingRecognizer(ScriptedEngine(audio, script),
+                                      StreamOptions(step_s=0.5, max_step_s=0.5)),
+                  [audio], 1600, streams_out=streams)[0]
+    s = streams[0]
     assert [f.coverage for f in finals if f.words] and all(
         f.coverage == 1.0 for f in finals if f.words)
     assert s.stats.coverage == 1.0 and s.stats.speech_s > 0 and not s.stats.uncovered
@@ -219,9 +204,11 @@ def test_finals_measure_the_detected_speech_their_words_cover() -> None:
     end = script[7][2]
     ghost = ("ghost", end + 1.4, end + 2.6)
     audio = scripted_audio(script + [ghost], secs)
-    s, finals = _stream_all(StreamingRecognizer(ScriptedEngine(audio, script),
-                                                StreamOptions(step_s=0.5, max_step_s=0.5)),
-                            audio)
+    streams = []
+    finals = _run(StreamingRecognizer(ScriptedEngine(audio, script),
+                                      StreamOptions(step_s=0.5, max_step_s=0.5)),
+                  [audio], 1600, streams_out=streams)[0]
+    s = streams[0]
     assert [w.text for f in finals for w in f.words] == [t for t, _, _ in script]
     assert s.stats.coverage < 1.0
     (a, b), = s.stats.uncovered
