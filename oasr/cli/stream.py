@@ -254,6 +254,8 @@ def _feed_files(streams, sample_rate: int, chunk: float, realtime: bool, drain) 
 def _summary(streams, wall: float, sample_rate: int, runtime: str) -> None:
     import numpy as np
 
+    from oasr.transcribe.coverage import coverage_ratio, describe_stretches
+
     pairs, streams = streams, [s for _, s in streams]
     audio = sum(s.received for s in streams) / sample_rate
     lags = [x for s in streams for x in s.stats.commit_lags]
@@ -268,13 +270,11 @@ def _summary(streams, wall: float, sample_rate: int, runtime: str) -> None:
         line += f"; first text {np.mean(firsts):.2f} s of audio after speech began"
     speech = sum(s.stats.speech_s for s in streams)
     if speech > 0:
-        covered = sum(s.stats.covered_s for s in streams)
-        line += f"; coverage {covered / speech:.1%} of detected speech"
+        covered = coverage_ratio(sum(s.stats.covered_s for s in streams), speech)
+        line += f"; coverage {covered:.1%} of detected speech"
     typer.echo(line, err=True)
     for src, s in pairs:  # speech no final's words cover: live, reported, not decoded again
-        left = s.stats.uncovered
-        if left:
-            where = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in left[:3])
-            more = f" and {len(left) - 3} more" if len(left) > 3 else ""
-            typer.echo(f"warning: {src}: {sum(b - a for a, b in left):.1f} s of detected "
-                       f"speech has no words: {where}{more}", err=True)
+        if s.stats.uncovered:
+            seconds, where = describe_stretches(s.stats.uncovered)
+            typer.echo(f"warning: {src}: {seconds:.1f} s of detected speech has no words: "
+                       f"{where}", err=True)

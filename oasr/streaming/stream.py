@@ -111,7 +111,9 @@ class StreamStats:
     @property
     def coverage(self) -> float:
         """Covered over detected speech seconds of the finals so far (1.0 without speech)."""
-        return round(self.covered_s / self.speech_s, 4) if self.speech_s > 0 else 1.0
+        from oasr.transcribe.coverage import coverage_ratio
+
+        return coverage_ratio(self.covered_s, self.speech_s)
 
     def note_first_speech(self, stream: Stream) -> None:
         if self.first_speech is None and stream.speech_runs:
@@ -259,7 +261,12 @@ class Stream:
     def _measure(self, words: list[Word], end_sample: int) -> float:
         """The final's coverage: the detected speech before ``end_sample`` not yet measured
         against the words of this final; the stream's totals follow."""
-        from oasr.transcribe.coverage import CoverageRules, covered_seconds, uncovered
+        from oasr.transcribe.coverage import (
+            CoverageRules,
+            coverage_ratio,
+            covered_seconds,
+            uncovered,
+        )
 
         sr = self.sample_rate
         speech = [(a / sr, min(b, end_sample) / sr) for a, b in self._final_runs if a < end_sample]
@@ -269,7 +276,7 @@ class Stream:
         self.stats.speech_s += total
         self.stats.covered_s += covered
         self.stats.uncovered += uncovered(speech, words, rules)
-        return round(covered / total, 4) if total > 0 else 1.0
+        return coverage_ratio(covered, total)
 
     def seconds(self, sample: int) -> float:
         return sample / self.sample_rate

@@ -31,7 +31,8 @@ import numpy as np
 from oasr.transcribe.options import COVERAGE_VADS
 
 __all__ = ["COVERAGE_VADS", "CoverageCheck", "CoverageRules", "EnergySpeech", "SegmenterSpeech",
-           "Span", "build_coverage_detector", "covered_seconds", "coverage_figure", "uncovered"]
+           "Span", "build_coverage_detector", "coverage_figure", "coverage_ratio",
+           "covered_seconds", "describe_stretches", "merge_spans", "uncovered"]
 
 Span = tuple[float, float]
 # Speech shorter than this is not counted (a click; the presegmenter's own minimum).
@@ -59,16 +60,31 @@ def _get(word: Any, name: str) -> float:
     return float(word[name] if isinstance(word, Mapping) else getattr(word, name))
 
 
-def _merge(spans: Iterable[Span]) -> list[Span]:
+def merge_spans(spans: Iterable[Span], join: float = 0.0) -> list[Span]:
+    """``spans`` sorted and merged where they overlap or lie at most ``join`` apart; empty
+    spans dropped."""
     out: list[list[float]] = []
     for a, b in sorted(spans):
         if b <= a:
             continue
-        if out and a <= out[-1][1]:
+        if out and a <= out[-1][1] + join:
             out[-1][1] = max(out[-1][1], b)
         else:
             out.append([a, b])
     return [(a, b) for a, b in out]
+
+
+def coverage_ratio(covered: float, total: float) -> float:
+    """Covered / detected speech seconds, rounded to 1e-4 (1.0 without detected speech)."""
+    return round(covered / total, 4) if total > 0 else 1.0
+
+
+def describe_stretches(spans: Sequence[Span], shown: int = 3) -> tuple[float, str]:
+    """(their seconds, where: "10.0-11.2 s, 40.3-41.2 s and 2 more") of stretches of speech
+    left without words, for a warning."""
+    where = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in spans[:shown])
+    more = f" and {len(spans) - shown} more" if len(spans) > shown else ""
+    return sum(b - a for a, b in spans), where + more
 
 
 def word_cover(words: Iterable[Any], rules: CoverageRules) -> list[Span]:
@@ -78,7 +94,7 @@ def word_cover(words: Iterable[Any], rules: CoverageRules) -> list[Span]:
         start, end = _get(w, "start"), _get(w, "end")
         end = min(end, start + rules.max_word_s)
         spans.append((start - rules.tolerance_s, end + rules.tolerance_s))
-    return _merge(spans)
+    return merge_spans(spans)
 
 
 def _subtract(speech: Sequence[Span], cover: Sequence[Span]) -> list[Span]:
@@ -101,14 +117,14 @@ def _subtract(speech: Sequence[Span], cover: Sequence[Span]) -> list[Span]:
 def uncovered(speech: Sequence[Span], words: Iterable[Any],
               rules: CoverageRules) -> list[Span]:
     """The stretches of ``speech`` no word covers, each at least ``rules.min_gap_s``."""
-    gaps = _subtract(_merge(speech), word_cover(words, rules))
+    gaps = _subtract(merge_spans(speech), word_cover(words, rules))
     return [(a, b) for a, b in gaps if b - a >= rules.min_gap_s - 1e-9]
 
 
 def covered_seconds(speech: Sequence[Span], words: Iterable[Any],
                     rules: CoverageRules) -> tuple[float, float]:
     """(speech seconds covered by words, speech seconds detected)."""
-    merged = _merge(speech)
+    merged = merge_spans(speech)
     total = sum(e - s for s, e in merged)
     left = sum(e - s for s, e in _subtract(merged, word_cover(words, rules)))
     return total - left, total
@@ -117,8 +133,7 @@ def covered_seconds(speech: Sequence[Span], words: Iterable[Any],
 def coverage_figure(speech: Sequence[Span], words: Iterable[Any],
                     rules: CoverageRules) -> float:
     """Covered / detected speech seconds, rounded to 1e-4 (1.0 without detected speech)."""
-    covered, total = covered_seconds(speech, words, rules)
-    return round(covered / total, 4) if total > 0 else 1.0
+    return coverage_ratio(*covered_seconds(speech, words, rules))
 
 
 # -- detectors ----------------------------------------------------------------------------------

@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from oasr.engine.request import DecodingOptions, RequestOutput
-from oasr.transcribe.coverage import CoverageCheck, Span, coverage_figure, uncovered
+from oasr.transcribe.coverage import (
+    CoverageCheck,
+    Span,
+    coverage_figure,
+    describe_stretches,
+    merge_spans,
+    uncovered,
+)
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap
 from oasr.transcribe.segments import Piece, trim_piece
@@ -114,14 +121,10 @@ class RowCoverage:
             held = self._blocks.pop(stale)
             if isinstance(held, Future):
                 held.cancel()
-        spans: list[Span] = []
-        for b in range(first, last + 1):
-            base = b * self.block / self.sample_rate
-            for a, z in self._block_speech(b):
-                if spans and base + a <= spans[-1][1] + 1e-6:
-                    spans[-1] = (spans[-1][0], base + z)
-                else:
-                    spans.append((base + a, base + z))
+        spans = merge_spans(((b * self.block / self.sample_rate + a,
+                              b * self.block / self.sample_rate + z)
+                             for b in range(first, last + 1) for a, z in self._block_speech(b)),
+                            join=1e-6)
         lo, hi = seek / self.sample_rate, (seek + length) / self.sample_rate
         return [(offset + max(a, lo), offset + min(z, hi)) for a, z in spans if z > lo and a < hi]
 
@@ -220,9 +223,7 @@ class RowCoverage:
         if not left:
             return None
         self.warned = True
-        seconds = sum(b - a for a, b in left)
-        where = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in left[:3])
-        more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+        seconds, where = describe_stretches(left)
         return (f"{seconds:.1f} s of speech ({self.check.name} detector) has no transcribed "
-                f"words after decoding it again: {where}{more} (coverage "
+                f"words after decoding it again: {where} (coverage "
                 f"{self.figure(words):.1%})")

@@ -30,6 +30,8 @@ import bisect
 from dataclasses import dataclass
 from typing import Any
 
+from oasr.transcribe.coverage import merge_spans
+
 __all__ = ["SpeechSnapRules", "snap_to_speech"]
 
 _SENTENCE_END = (".", "?", "!", "…", "。", "？", "！")
@@ -50,21 +52,9 @@ class SpeechSnapRules:
 DEFAULT_RULES = SpeechSnapRules()
 
 
-def _merge(spans: list[tuple[float, float]], join: float) -> list[list[float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if b <= a:
-            continue
-        if out and a <= out[-1][1] + join:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
-
 class _Speech:
     def __init__(self, spans: list[tuple[float, float]], join: float) -> None:
-        self.spans = _merge(spans, join)
+        self.spans = merge_spans(spans, join)
         self.starts = [a for a, _ in self.spans]
 
     def at(self, t: float) -> int | None:
@@ -85,9 +75,9 @@ def _text(word: dict[str, Any]) -> str:
     return str(word["word"]).strip()
 
 
-def _opens_sentence(prev: dict[str, Any] | None, word: dict[str, Any],
-                    after: tuple[str, ...]) -> bool:
-    return prev is None or _text(prev).endswith(after) or _text(word)[:1].isupper()
+def _opens_sentence(prev: dict[str, Any] | None, word: dict[str, Any]) -> bool:
+    """Capitalised, or after punctuation: the word opens a sentence or a clause."""
+    return prev is None or _text(prev).endswith(_PUNCTUATION) or _text(word)[:1].isupper()
 
 
 def _move_to(words: list[dict[str, Any]], k: int, start: float) -> tuple[float, float]:
@@ -133,7 +123,7 @@ def snap_to_speech(words: list[dict[str, Any]], speech: list[tuple[float, float]
                   and sp.spans[inside][0] - end <= rules.stray_reach_s
                   and sp.spans[inside][0] - start >= move
                   and nxt["end"] > sp.spans[inside][0]
-                  and _opens_sentence(prev, w, _PUNCTUATION)):
+                  and _opens_sentence(prev, w)):
                 start, end = _move_to(context, k, sp.spans[inside][0])
         if last is None and end == w["end"]:
             ended = sp.last_before(end)
