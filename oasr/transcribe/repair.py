@@ -79,9 +79,9 @@ class RowCoverage:
     _next_key: int = 0
     # The recording's speech is detected in blocks of one window on a fixed grid (not on the
     # windows, whose starts are known only once the previous one is back), so the blocks of
-    # the next windows can be detected while the engine decodes this one. Block index ->
-    # its speech (spans in the block), its detection in flight, or its audio not yet detected.
-    _blocks: dict[int, Any] = field(default_factory=dict)
+    # the next windows can be detected while the engine decodes this one. Block index -> its
+    # speech (spans in the block), done or in flight on the detector's thread.
+    _blocks: dict[int, Future] = field(default_factory=dict)
     _next_block: int = 0
 
     @property
@@ -91,26 +91,20 @@ class RowCoverage:
 
     def detect_ahead(self, upto: int, read: Callable[[int, int], np.ndarray]) -> None:
         """Hand the detector every block of the recording that begins before sample ``upto``
-        and is not yet handed over; ``read(start, n)`` returns samples ``[start, start + n)``
-        (fewer at the end). Must run before the reader forgets those samples."""
+        and is not yet handed over (without a detector thread: detected now); ``read(start,
+        n)`` returns samples ``[start, start + n)`` (fewer at the end). Must run before the
+        reader forgets those samples."""
         while self._next_block * self.block < upto:
             audio = read(self._next_block * self.block, self.block)
             if not len(audio):
                 return
-            self._blocks[self._next_block] = (self.ahead.submit(audio)
-                                              if self.ahead is not None else audio)
+            if self.ahead is not None:
+                future = self.ahead.submit(audio)
+            else:
+                future = Future()
+                future.set_result(self.check.detector(audio, self.sample_rate))
+            self._blocks[self._next_block] = future
             self._next_block += 1
-
-    def _block_speech(self, index: int) -> list[Span]:
-        held = self._blocks.get(index)
-        if held is None:
-            return []
-        if isinstance(held, Future):
-            held = held.result()
-        elif isinstance(held, np.ndarray):
-            held = self.check.detector(held, self.sample_rate)
-        self._blocks[index] = held
-        return held
 
     def detect(self, seek: int, length: int, offset: float = 0.0) -> list[Span]:
         """The speech in samples ``[seek, seek + length)`` on the recording's clock (``offset``:
@@ -118,12 +112,10 @@ class RowCoverage:
         that meet at a block's edge are one. Blocks before ``seek`` are forgotten."""
         first, last = seek // self.block, (seek + length - 1) // self.block
         for stale in [b for b in self._blocks if b < first]:
-            held = self._blocks.pop(stale)
-            if isinstance(held, Future):
-                held.cancel()
-        spans = merge_spans(((b * self.block / self.sample_rate + a,
-                              b * self.block / self.sample_rate + z)
-                             for b in range(first, last + 1) for a, z in self._block_speech(b)),
+            self._blocks.pop(stale).cancel()
+        blocks = [(b * self.block / self.sample_rate, self._blocks[b].result())
+                  for b in range(first, last + 1) if b in self._blocks]
+        spans = merge_spans(((base + a, base + z) for base, found in blocks for a, z in found),
                             join=1e-6)
         lo, hi = seek / self.sample_rate, (seek + length) / self.sample_rate
         return [(offset + max(a, lo), offset + min(z, hi)) for a, z in spans if z > lo and a < hi]
