@@ -1,6 +1,6 @@
-"""The coverage detector on a thread of its own: a window's speech is detected while the engine
-decodes the window, in batches of the windows waiting, not on the engine's thread after the
-window's words are back.
+"""The coverage detector on a thread of its own: a recording's speech is detected in blocks of
+one window, handed over ahead of the windows the engine decodes (``RowCoverage.detect_ahead``),
+in batches of the blocks waiting, not on the engine's thread after a window's words are back.
 
 Only for a detector that computes on the CPU: work on a CUDA device from a second thread would
 break the engine's CUDA-graph captures (a capture forbids other threads' launches), so a CUDA
@@ -20,7 +20,7 @@ from oasr.transcribe.coverage import Span
 
 __all__ = ["MAX_BATCH", "SpeechAhead", "runs_ahead"]
 
-MAX_BATCH = 32  # windows in one detector call: a batched Silero step costs about one row's
+MAX_BATCH = 32  # blocks in one detector call: a batched Silero step costs about one row's
 
 
 def runs_ahead(detector: Any) -> bool:
@@ -30,8 +30,8 @@ def runs_ahead(detector: Any) -> bool:
 
 
 class SpeechAhead:
-    """One worker thread running ``detector`` over the windows submitted to it: every call
-    takes all the windows waiting (up to ``MAX_BATCH``) through the detector's ``batch`` where
+    """One worker thread running ``detector`` over the audio blocks submitted to it: every call
+    takes all the blocks waiting (up to ``MAX_BATCH``) through the detector's ``batch`` where
     it has one. ``close`` stops the thread; the futures still waiting are cancelled."""
 
     def __init__(self, detector: Any, sample_rate: int) -> None:
