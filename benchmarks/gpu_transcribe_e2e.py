@@ -83,8 +83,35 @@ def _write(path: Path, rows: list[dict[str, Any]], row_group_size: int) -> None:
                    row_group_size=row_group_size)
 
 
-def build_manifests(data: Path, out: Path, minutes: float) -> dict[str, dict[str, Any]]:
-    """{name: {path, rows, audio_s}} for the short, long and one-row manifests."""
+def _long_pieces(path: Path, seconds: float, target: float, pieces: int
+                 ) -> list[dict[str, Any]]:
+    """The long recording cut into ``pieces`` equal slices (each still many windows long),
+    repeated to ``target`` seconds: many long rows in flight at once, as a large manifest of
+    long recordings has (no reference text: a slice has none)."""
+    import io
+
+    import soundfile as sf
+
+    audio, sr = sf.read(str(path), dtype="int16")
+    step = len(audio) // pieces
+    slices = []
+    for i in range(pieces):
+        buf = io.BytesIO()
+        sf.write(buf, audio[i * step:(i + 1) * step], sr, format="FLAC")
+        slices.append((buf.getvalue(), step / sr))
+    rows, total = [], 0.0
+    while total < target:
+        b, d = slices[len(rows) % pieces]
+        rows.append({"id": f"piece#{len(rows)}", "audio": {"bytes": b, "path": path.name},
+                     "text": None, "duration": d})
+        total += d
+    return rows
+
+
+def build_manifests(data: Path, out: Path, minutes: float, long_pieces: int = 0
+                    ) -> dict[str, dict[str, Any]]:
+    """{name: {path, rows, audio_s}} for the short, long and one-row manifests (and
+    ``long_many``: the long recording in ``long_pieces`` slices, when > 1)."""
     import soundfile as sf
 
     out.mkdir(parents=True, exist_ok=True)
@@ -119,6 +146,8 @@ def build_manifests(data: Path, out: Path, minutes: float) -> dict[str, dict[str
     longs = [{"id": f"long#{i}", "audio": {"bytes": long_bytes, "path": long_path.name},
               "text": long_text, "duration": long_s} for i in range(n_long)]
     sets = {"short": (short, 64), "long": (longs, 1), "one": (short[:1], 1)}
+    if long_pieces > 1 and long_s > long_pieces * 60:
+        sets["long_many"] = (_long_pieces(long_path, long_s, target, long_pieces), 1)
     info = {}
     for name, (rows, rg) in sets.items():
         path = out / f"{name}.parquet"
@@ -216,6 +245,37 @@ def bench_run(manifests: dict[str, Any], args: Any, out: Path, env: dict[str, st
 
 # ---------------------------------------------------------------------------- profile
 
+def py_spy_summary(path: Path, top: int = 25) -> list[dict[str, Any]]:
+    """Per sampled thread of a py-spy speedscope file: its sampled seconds and the frames with the
+    most of them, inclusive (on the stack) and self (innermost), idle waits included."""
+    doc = json.loads(path.read_text())
+    frames = doc["shared"]["frames"]
+
+    def name(i: int) -> str:
+        f = frames[i]
+        return f"{f.get('name')} ({Path(f.get('file') or '?').name}:{f.get('line')})"
+
+    threads = []
+    for prof in doc["profiles"]:
+        samples, weights = prof.get("samples", []), prof.get("weights", [])
+        total = sum(weights) or 1
+        incl: dict[int, float] = {}
+        own: dict[int, float] = {}
+        for stack, w in zip(samples, weights):
+            for i in set(stack):
+                incl[i] = incl.get(i, 0) + w
+            if stack:
+                own[stack[-1]] = own.get(stack[-1], 0) + w
+        threads.append({
+            "thread": prof.get("name"), "seconds": round(total, 2),
+            "inclusive": [[name(i), round(w / total, 3)] for i, w in
+                          sorted(incl.items(), key=lambda x: -x[1])[:top]],
+            "self": [[name(i), round(w / total, 3)] for i, w in
+                     sorted(own.items(), key=lambda x: -x[1])[:top]]})
+    threads.sort(key=lambda t: -t["seconds"])
+    return threads
+
+
 def profile_runs(manifests: dict[str, Any], args: Any, out: Path, work: Path,
                  env: dict[str, str]) -> dict[str, Any]:
     prof = work / "profile_short_word_timestamps.prof"
@@ -240,11 +300,15 @@ def profile_runs(manifests: dict[str, Any], args: Any, out: Path, work: Path,
         sys.stdout.flush()
     if shutil.which("py-spy"):
         res["py_spy_run"] = timed_process(
-            ["py-spy", "record", "--subprocesses", "--format", "speedscope", "-o",
+            ["py-spy", "record", "--subprocesses", "--idle", "--format", "speedscope", "-o",
              str(out / "py_spy_short.json"), "--",
              *_oasr("transcribe", manifests["short"]["path"], "-o",
                     str(work / "runs" / "py_spy.parquet"), "--device", args.device,
                     "--no-progress")], work / "py_spy.log", env)
+        spy = out / "py_spy_short.json"
+        if spy.exists():
+            res["py_spy_threads"] = py_spy_summary(spy)
+            spy.unlink()  # the per-thread summary is what comes back; the raw file is large
     else:
         res["py_spy"] = "not installed"
     imp = transcribe_run("importtime_one", manifests["one"], ["--word-timestamps"], args, work,
@@ -286,6 +350,11 @@ def main() -> None:
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--skip-long", action="store_true")
     ap.add_argument("--no-bench", action="store_true", help="skip `oasr bench` (and transformers)")
+    ap.add_argument("--also-batch-sizes", default="",
+                    help="comma list: the short manifest again at each -b, words on and off")
+    ap.add_argument("--long-pieces", type=int, default=0,
+                    help="also a manifest of the long recording cut into this many slices "
+                         "(many long rows in flight), words on and off, and with --vad silero")
     ap.add_argument("--work", type=Path, default=Path("/tmp/oasr_e2e"),
                     help="scratch folder for manifests, runs, logs and the raw profile (kept "
                          "out of OUT_DIR, which gets only the JSON and the profile top texts)")
@@ -298,7 +367,8 @@ def main() -> None:
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p), "PYTHONUNBUFFERED": "1"}
 
     t_start = time.perf_counter()
-    manifests = build_manifests(args.data.resolve(), work / "data", args.minutes)
+    manifests = build_manifests(args.data.resolve(), work / "data", args.minutes,
+                                args.long_pieces)
     _write(work / "data" / "base70.parquet", _short_rows(args.data.resolve()), 64)
     print("manifests: " + ", ".join(f"{k} {v['rows']} rows {v['audio_s'] / 60:.1f} min"
                                     for k, v in manifests.items()), flush=True)
@@ -319,7 +389,24 @@ def main() -> None:
         if not args.skip_long:
             runs[f"long_{wt}"] = transcribe_run(f"long_{wt}", manifests["long"], [flag], args,
                                                 work, env, long_refs)
+        for b in filter(None, args.also_batch_sizes.split(",")):
+            runs[f"short_{wt}_b{b}"] = transcribe_run(f"short_{wt}_b{b}", manifests["short"],
+                                                      [flag, "-b", b], args, work, env, refs)
+        if "long_many" in manifests:
+            runs[f"long_many_{wt}"] = transcribe_run(f"long_many_{wt}", manifests["long_many"],
+                                                     [flag], args, work, env, None)
+    if "long_many" in manifests:
+        runs["long_many_wt_vad"] = transcribe_run(
+            "long_many_wt_vad", manifests["long_many"], ["--word-timestamps", "--vad", "silero"],
+            args, work, env, None)
+        runs["long_wt_vad"] = transcribe_run(
+            "long_wt_vad", manifests["long"], ["--word-timestamps", "--vad", "silero"], args,
+            work, env, long_refs)
     summary = {}
+    for name, r in runs.items():  # the extra arms, against the start-up of their words setting
+        if name.startswith(("short_wt_b", "short_nowt_b", "long_many", "long_wt_vad")):
+            one = runs["one_nowt" if "_nowt" in name else "one_wt"]
+            summary[f"{name}_steady_rtfx"] = _steady(r, one)
     for wt in ("wt", "nowt"):
         one = runs[f"one_{wt}"]
         summary[f"startup_s_{wt}"] = one["wall_s"]
