@@ -199,6 +199,13 @@ def _check_output(path: Path, manifest: dict[str, Any], refs: dict[str, str] | N
     return res
 
 
+def _progress(args: Any, name: str, result: dict[str, Any]) -> None:
+    """Each finished run as one line of ``OUT_DIR/runs.jsonl``: what a run cut short by a time
+    limit still leaves (the report is written at the end)."""
+    with (Path(args.out_dir) / "runs.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"name": name, **result}) + "\n")
+
+
 def transcribe_run(name: str, manifest: dict[str, Any], extra: list[str], args: Any,
                    out: Path, env: dict[str, str], refs: dict[str, str] | None,
                    python_flags: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -214,6 +221,7 @@ def transcribe_run(name: str, manifest: dict[str, Any], extra: list[str], args: 
     if r["rc"] == 0 and result.exists():
         r.update(_check_output(result, manifest, refs))
     r["audio_s"] = manifest["audio_s"]
+    _progress(args, name, r)
     print(f"{name}: {r['wall_s']:.2f} s wall, rc {r['rc']}, {r.get('error_rows')} error rows, "
           f"WER {r.get('wer')}", flush=True)
     return r
@@ -238,6 +246,7 @@ def bench_run(manifests: dict[str, Any], args: Any, out: Path, env: dict[str, st
         for system in {x["system"] for x in rows}:
             best = max((x for x in rows if x["system"] == system), key=lambda x: x["rtfx"])
             r[f"best_{system}"] = {"batch_size": best["batch_size"], "rtfx": round(best["rtfx"], 1)}
+    _progress(args, "bench", r)
     print(f"bench: rc {r['rc']}, " + ", ".join(f"{k} {v}" for k, v in r.items()
                                               if k.startswith("best_")), flush=True)
     return r
