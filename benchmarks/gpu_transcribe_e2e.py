@@ -83,8 +83,7 @@ def _write(path: Path, rows: list[dict[str, Any]], row_group_size: int) -> None:
                    row_group_size=row_group_size)
 
 
-def _long_pieces(path: Path, seconds: float, target: float, pieces: int
-                 ) -> list[dict[str, Any]]:
+def _long_pieces(path: Path, target: float, pieces: int) -> list[dict[str, Any]]:
     """The long recording cut into ``pieces`` equal slices (each still many windows long),
     repeated to ``target`` seconds: many long rows in flight at once, as a large manifest of
     long recordings has (no reference text: a slice has none)."""
@@ -147,7 +146,7 @@ def build_manifests(data: Path, out: Path, minutes: float, long_pieces: int = 0
               "text": long_text, "duration": long_s} for i in range(n_long)]
     sets = {"short": (short, 64), "long": (longs, 1), "one": (short[:1], 1)}
     if long_pieces > 1 and long_s > long_pieces * 60:
-        sets["long_many"] = (_long_pieces(long_path, long_s, target, long_pieces), 1)
+        sets["long_many"] = (_long_pieces(long_path, target, long_pieces), 1)
     info = {}
     for name, (rows, rg) in sets.items():
         path = out / f"{name}.parquet"
