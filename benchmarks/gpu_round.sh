@@ -148,13 +148,13 @@ blocks_short)  # a short device budget: the product path first, then the transcr
     TAIL=16 step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests/transcribe tests/api tests/streaming
     ;;
-wide)  # the transcribe-path gpu tests, then the product path on 90 minutes a manifest: -b 64
+wide)  # the transcribe-path gpu tests, then the product path on an hour a manifest: -b 64
     # against 256, many long rows in flight (the long recording in slices), --vad silero,
     # transformers in the same run, py-spy per thread
-    TAIL=12 step pytest_gpu 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+    TAIL=12 step pytest_gpu 90 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests/transcribe tests/api tests/engine/decode
-    TAIL=40 step e2e 400 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
-        --minutes 90 --also-batch-sizes 256 --long-pieces 8
+    TAIL=40 step e2e 330 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 60 --also-batch-sizes 256 --long-pieces 8
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
