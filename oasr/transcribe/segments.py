@@ -223,33 +223,40 @@ def floor_word_lengths(words: list[dict[str, Any]], lo: float = 0.0,
 
 
 def _interleave(pieces: list[Piece]) -> list[Piece]:
-    """Pieces in time order, a piece holding words on both sides of a repair split there (by
-    word start), so its words and the repair's come out in order."""
+    """Pieces in time order, a piece holding words on both sides of a repair's start or end
+    split there (by word start), so its words and the repair's come out in order. A repair
+    goes before a piece whose first word starts with it: that word is one the aligner laid
+    over the speech the decode skipped, and its sentence follows."""
     out = sorted(pieces, key=lambda p: p.start)
     for repair in [p for p in out if p.kind == "repair"]:
-        split = []
-        for p in out:
-            starts = [w["start"] for w in p.words or []]
-            if p is repair or not any(t < repair.start for t in starts) or not any(
-                    t >= repair.start for t in starts):
-                split.append(p)
-                continue
-            split += [trim_piece(p, -math.inf, repair.start, by="start"),
-                      trim_piece(p, repair.start, math.inf, by="start")]
-        out = split
+        for at in (repair.start, repair.end):
+            split = []
+            for p in out:
+                starts = [w["start"] for w in p.words or []]
+                if p is repair or not any(t < at for t in starts) or not any(
+                        t >= at for t in starts):
+                    split.append(p)
+                    continue
+                split += [trim_piece(p, -math.inf, at, by="start"),
+                          trim_piece(p, at, math.inf, by="start")]
+            out = split
 
-    def first(p: Piece) -> float:
-        return p.words[0]["start"] if p.words else p.start
+    def first(p: Piece) -> tuple[float, bool]:
+        return (p.words[0]["start"] if p.words else p.start), p.kind != "repair"
 
     return sorted(out, key=first)
 
 
 def _disjoint(words: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each word's end pulled back to the next word's start (a word the aligner stretched over
-    speech a repair found words in)."""
+    speech a repair found words in); a word starting before the one ahead of it (laid over
+    the repaired speech, which comes first) starts where that one ends."""
     out = [dict(w) for w in words]
     for a, b in zip(out, out[1:]):
-        if a["end"] > b["start"]:
+        if b["start"] < a["start"]:
+            b["start"] = a["end"]
+            b["end"] = max(b["end"], b["start"])
+        elif a["end"] > b["start"]:
             a["end"] = max(b["start"], a["start"])
     return out
 

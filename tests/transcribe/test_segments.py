@@ -76,6 +76,36 @@ def test_a_repair_inside_a_window_splits_it_in_time_order():
     assert all(s0["end"] <= s1["start"] for s0, s1 in zip(segments, segments[1:]))
 
 
+def test_a_repair_at_a_windows_first_word_comes_before_the_rest_of_the_window():
+    # The window begins at the repaired stretch; its first word (the next sentence's, laid
+    # by the aligner over speech the decode skipped) starts with the stretch.
+    window = Piece(135.91, 165.0, "I really like", _words([("I", 135.91, 137.33),
+                                                           ("really", 138.3, 139.2),
+                                                           ("like", 139.2, 139.6)]))
+    repair = Piece(135.91, 137.66, "lobsters and lobsters.",
+                   _words([("lobsters", 135.91, 136.45), ("and", 136.45, 136.8),
+                           ("lobsters.", 136.8, 137.4)]), kind="repair")
+    for pieces in ([window, repair], [repair, window]):
+        text, _, words = assemble(pieces)
+        assert text == "lobsters and lobsters. I really like"
+        assert [w["word"] for w in words] == ["lobsters", "and", "lobsters.", "I", "really",
+                                              "like"]
+        assert all(w0["end"] <= w1["start"] for w0, w1 in zip(words, words[1:]))
+
+
+def test_a_repair_before_a_windows_first_word_still_splits_the_window_at_its_end():
+    # No window word starts before the repair, but one starts inside it: the words after the
+    # repair's end must not come before the repair's words.
+    window = Piece(10.0, 40.0, "I really like", _words([("I", 10.3, 11.8),
+                                                        ("really", 12.5, 13.0),
+                                                        ("like", 13.0, 13.4)]))
+    repair = Piece(10.0, 12.0, "x y", _words([("x", 10.5, 10.9), ("y", 11.0, 11.5)]),
+                   kind="repair")
+    text, _, words = assemble([window, repair])
+    assert [w["word"] for w in words] == ["I", "x", "y", "really", "like"]
+    assert text == "I x y really like"
+
+
 def test_short_words_are_widened_into_the_pauses_only():
     words = _words([("a", 1.0, 1.03), ("b", 1.03, 1.05), ("c", 2.0, 2.5)])
     floored = floor_word_lengths(words)
