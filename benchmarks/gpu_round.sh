@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -155,6 +155,10 @@ wide)  # the transcribe-path gpu tests, then the product path on an hour a manif
         --tb=short tests/transcribe tests/api tests/engine/decode
     TAIL=40 step e2e 330 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 60 --also-batch-sizes 256 --long-pieces 8
+    ;;
+wide_short)  # what a short device budget allows of `wide`: 30 minutes a manifest, no peer
+    TAIL=40 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 30 --no-transformers --also-batch-sizes 256 --long-pieces 8
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
