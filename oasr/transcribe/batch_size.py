@@ -1,19 +1,22 @@
 """``oasr transcribe -b``'s default: rows per encoder batch for the device the run uses.
 
 CPU: 16 (the engine is compute-bound there; larger batches only hold more audio).
-CUDA: 64 rows when the device has at least ``CUDA_FREE_GIB_FOR_64`` GiB free, halved for each
-halving of the free memory below that, never under 16. 64 is the engine's best batch on the
-H200 with Whisper tiny.en (``oasr bench``: 2839 RTFx at 64, 2368 at 128, 2222 at 256; peak
-memory 5.1 GB at 64), and the decoder's KV cache is budgeted separately, so the batch mostly
-sizes the encoder's activations and the staged audio.
+CUDA: 256 rows when the device has at least ``CUDA_FREE_GIB_FOR_MAX`` GiB free (four rows a free
+GiB, as 64 at 16 GiB before), halved for each halving of the free memory below that, never under
+16. On an H100 the whole ``oasr transcribe`` process over an hour of short rows without word
+timings ran 2,300 steady RTFx at 256 against 1,738 at 64, and 980 against 979 with them, in one
+run (docs/benchmarks.md, ``results/gpu_transcribe_e2e_2026-12-06f.json``; the engine alone:
+3,696 against 3,397; GPU peak memory 8.8 GB against 5.5 GB for tiny.en). The decoder's KV cache
+is budgeted separately, so the batch mostly sizes the encoder's activations and the staged
+audio.
 """
 
 from __future__ import annotations
 
 CPU_BATCH = 16
-CUDA_BATCH = 64
+CUDA_BATCH = 256
 MIN_CUDA_BATCH = 16
-CUDA_FREE_GIB_FOR_64 = 16.0
+CUDA_FREE_GIB_FOR_MAX = 64.0
 
 
 def default_batch_size(device: str) -> int:
@@ -27,8 +30,8 @@ def default_batch_size(device: str) -> int:
 
 
 def batch_for_free_memory(free_gib: float) -> int:
-    """64 at ``CUDA_FREE_GIB_FOR_64`` GiB free or more, halving with the free memory, >= 16."""
-    batch, need = CUDA_BATCH, CUDA_FREE_GIB_FOR_64
+    """256 at ``CUDA_FREE_GIB_FOR_MAX`` GiB free or more, halving with the free memory, >= 16."""
+    batch, need = CUDA_BATCH, CUDA_FREE_GIB_FOR_MAX
     while batch > MIN_CUDA_BATCH and free_gib < need:
         batch //= 2
         need /= 2
