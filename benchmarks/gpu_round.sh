@@ -148,17 +148,17 @@ blocks_short)  # a short device budget: the product path first, then the transcr
     TAIL=16 step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests/transcribe tests/api tests/streaming
     ;;
-wide)  # the transcribe-path gpu tests, then the product path on an hour a manifest: -b 64
-    # against 256, many long rows in flight (the long recording in slices), --vad silero,
+wide)  # the transcribe-path gpu tests, then the product path on an hour a manifest: -b 256
+    # (the default) against 64, many long rows in flight (the long recording in slices), --vad silero,
     # transformers in the same run, py-spy per thread
     TAIL=12 step pytest_gpu 90 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests/transcribe tests/api tests/engine/decode
     TAIL=40 step e2e 330 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
-        --minutes 60 --also-batch-sizes 256 --long-pieces 8
+        --minutes 60 --also-batch-sizes 64 --long-pieces 8
     ;;
 wide_short)  # what a short device budget allows of `wide`: 30 minutes a manifest, no peer
     TAIL=40 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
-        --minutes 30 --no-transformers --also-batch-sizes 256 --long-pieces 8
+        --minutes 30 --no-transformers --also-batch-sizes 64 --long-pieces 8
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
