@@ -83,6 +83,7 @@ class RowCoverage:
     # speech (spans in the block), done or in flight on the detector's thread.
     _blocks: dict[int, Future] = field(default_factory=dict)
     _next_block: int = 0
+    _end_block: int | None = None  # the first block past the recording's end, once read
 
     @property
     def block(self) -> int:
@@ -94,9 +95,10 @@ class RowCoverage:
         and is not yet handed over (without a detector thread: detected now); ``read(start,
         n)`` returns samples ``[start, start + n)`` (fewer at the end). Must run before the
         reader forgets those samples."""
-        while self._next_block * self.block < upto:
+        while self._end_block is None and self._next_block * self.block < upto:
             audio = read(self._next_block * self.block, self.block)
             if not len(audio):
+                self._end_block = self._next_block
                 return
             if self.ahead is not None:
                 future = self.ahead.submit(audio)
@@ -105,16 +107,29 @@ class RowCoverage:
                 future.set_result(self.check.detector(audio, self.sample_rate))
             self._blocks[self._next_block] = future
             self._next_block += 1
+            if len(audio) < self.block:
+                self._end_block = self._next_block
 
     def detect(self, seek: int, length: int, offset: float = 0.0) -> list[Span]:
         """The speech in samples ``[seek, seek + length)`` on the recording's clock (``offset``:
         the row's start in it), from the blocks handed over by :meth:`detect_ahead`; spans
-        that meet at a block's edge are one. Blocks before ``seek`` are forgotten."""
+        that meet at a block's edge are one. Blocks before ``seek`` are forgotten.
+
+        Raises:
+            RuntimeError: a block inside the recording was never handed over (the window's
+                speech would silently read as none).
+        """
         first, last = seek // self.block, (seek + length - 1) // self.block
         for stale in [b for b in self._blocks if b < first]:
             self._blocks.pop(stale).cancel()
+        if self._end_block is not None:  # nothing past the recording's end
+            last = min(last, self._end_block - 1)
+        missing = [b for b in range(first, last + 1) if b not in self._blocks]
+        if missing:
+            raise RuntimeError(f"coverage blocks {missing} were never handed to the detector: "
+                               f"detect_ahead must cover a window before it is read")
         blocks = [(b * self.block / self.sample_rate, self._blocks[b].result())
-                  for b in range(first, last + 1) if b in self._blocks]
+                  for b in range(first, last + 1)]
         spans = merge_spans(((base + a, base + z) for base, found in blocks for a, z in found),
                             join=1e-6)
         lo, hi = seek / self.sample_rate, (seek + length) / self.sample_rate

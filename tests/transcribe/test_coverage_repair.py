@@ -214,6 +214,11 @@ def test_speech_is_detected_in_window_blocks_ahead_of_the_seek(threaded):
         assert sorted(detector.calls) == [(0.0, 100), (1.0, 100), (2.0, 100), (3.0, 50)]
         with pytest.raises(ValueError, match="forgotten"):
             reader.peek(100, 10)
+        # Past the end there is nothing to detect; a window nothing was handed for is refused.
+        assert coverage.detect(300, 100) == [(3.0, 3.5)]
+        fresh = RowCoverage(CoverageCheck(detector), sr, window_s=1.0)
+        with pytest.raises(RuntimeError, match="never handed to the detector"):
+            fresh.detect(0, 100)
     finally:
         if ahead is not None:
             ahead.close()
