@@ -2,13 +2,12 @@
 
 CPU: 16 (the engine is compute-bound there; larger batches only hold more audio).
 CUDA: 256 rows when the device has at least ``CUDA_FREE_GIB_FOR_MAX`` GiB free (four rows a free
-GiB, as 64 at 16 GiB before), halved for each halving of the free memory below that, never under
-16. On an H100 the whole ``oasr transcribe`` process over an hour of short rows without word
-timings ran 2,300 steady RTFx at 256 against 1,738 at 64, and 980 against 979 with them, in one
-run (docs/benchmarks.md, ``results/gpu_transcribe_e2e_2026-12-06f.json``; the engine alone:
-3,696 against 3,397; GPU peak memory 8.8 GB against 5.5 GB for tiny.en). The decoder's KV cache
-is budgeted separately, so the batch mostly sizes the encoder's activations and the staged
-audio.
+GiB), halved for each halving of the free memory below that, never under 16. On an H100 the
+whole ``oasr transcribe`` process over an hour of short rows without word timings ran 2,300
+steady RTFx at 256 against 1,738 at 64, and 980 against 979 with them, in one run
+(docs/benchmarks.md, ``results/gpu_transcribe_e2e_2026-12-06f.json``; the engine alone: 3,696
+against 3,397; GPU peak memory 8.8 GB against 5.5 GB for tiny.en). The decoder's KV cache is
+budgeted separately, so the batch mostly sizes the encoder's activations and the staged audio.
 """
 
 from __future__ import annotations

@@ -222,6 +222,21 @@ def floor_word_lengths(words: list[dict[str, Any]], lo: float = 0.0,
     return out
 
 
+def _split_at(pieces: list[Piece], at: float, repair: Piece) -> list[Piece]:
+    """Each piece but ``repair`` holding words that start both before and from ``at`` cut in
+    two there."""
+    out = []
+    for p in pieces:
+        starts = [w["start"] for w in p.words or []]
+        if p is repair or not any(t < at for t in starts) or not any(
+                t >= at for t in starts):
+            out.append(p)
+        else:
+            out += [trim_piece(p, -math.inf, at, by="start"),
+                    trim_piece(p, at, math.inf, by="start")]
+    return out
+
+
 def _interleave(pieces: list[Piece]) -> list[Piece]:
     """Pieces in time order, a piece holding words on both sides of a repair's start or end
     split there (by word start), so its words and the repair's come out in order. A repair
@@ -229,17 +244,7 @@ def _interleave(pieces: list[Piece]) -> list[Piece]:
     over the speech the decode skipped, and its sentence follows."""
     out = sorted(pieces, key=lambda p: p.start)
     for repair in [p for p in out if p.kind == "repair"]:
-        for at in (repair.start, repair.end):
-            split = []
-            for p in out:
-                starts = [w["start"] for w in p.words or []]
-                if p is repair or not any(t < at for t in starts) or not any(
-                        t >= at for t in starts):
-                    split.append(p)
-                    continue
-                split += [trim_piece(p, -math.inf, at, by="start"),
-                          trim_piece(p, at, math.inf, by="start")]
-            out = split
+        out = _split_at(_split_at(out, repair.start, repair), repair.end, repair)
 
     def first(p: Piece) -> tuple[float, bool]:
         return (p.words[0]["start"] if p.words else p.start), p.kind != "repair"
