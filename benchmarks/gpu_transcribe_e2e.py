@@ -1,6 +1,6 @@
 """The whole ``oasr transcribe`` process, timed from outside, beside the engine and transformers.
 
-Builds three HF-layout Parquet manifests (``id``, ``audio`` {bytes, path}, ``text``,
+Builds HF-layout Parquet manifests (``id``, ``audio`` {bytes, path}, ``text``,
 ``duration``; the audio bytes embedded) under ``WORK/data`` (``--work``, default
 ``/tmp/oasr_e2e``; runs, logs and the raw profile go there too, so ``OUT_DIR`` gets only the
 JSON, the cProfile top text and the importtime top text):
@@ -9,7 +9,9 @@ JSON, the cProfile top text and the importtime top text):
   at least ``--minutes`` of audio (default 60);
 - ``long``: the shared 9.5-minute long recording repeated (one row per copy) to at least
   ``--minutes``;
-- ``one``: a single short utterance (the start-up run).
+- ``one``: a single short utterance (the start-up run);
+- ``long_many`` (``--long-pieces N``): the long recording cut into N slices, repeated to
+  ``--minutes`` (many long rows in flight at once).
 
 Then times each ``oasr transcribe`` run as a subprocess (wall clock from spawn to exit, peak RSS
 from ``wait4``), with and without word timings, into a fresh output each time (no resume):
