@@ -35,7 +35,7 @@ from oasr.transcribe.coverage import (
 from oasr.transcribe.fallback import TemperatureFallback
 from oasr.transcribe.generation_limits import generation_cap
 from oasr.transcribe.segments import Piece, trim_piece
-from oasr.transcribe.speech_ahead import SpeechAhead
+from oasr.transcribe.speech_ahead import SpeechAhead, SpeechBatched
 
 __all__ = ["PAD_S", "REPAIR_TEMPERATURES", "RepairJob", "RowCoverage"]
 
@@ -73,9 +73,9 @@ class RowCoverage:
     repaired: int = 0
     pending: dict[int, RepairJob] = field(default_factory=dict)
     warned: bool = False  # the row carries the warning of speech left without words
-    # Runs the detector off the caller's thread (the only thread that then calls it);
-    # None: on the caller's thread.
-    ahead: SpeechAhead | None = None
+    # Runs the detector over the blocks handed over (its own thread, or batched on the
+    # caller's: oasr.transcribe.speech_ahead); None: each block detected as it is handed over.
+    ahead: SpeechAhead | SpeechBatched | None = None
     _next_key: int = 0
     # The recording's speech is detected in blocks of one window on a fixed grid (not on the
     # windows, whose starts are known only once the previous one is back), so the blocks of
@@ -92,7 +92,7 @@ class RowCoverage:
 
     def detect_ahead(self, upto: int, read: Callable[[int, int], np.ndarray]) -> None:
         """Hand the detector every block of the recording that begins before sample ``upto``
-        and is not yet handed over (without a detector thread: detected now); ``read(start,
+        and is not yet handed over (without a runner: detected now); ``read(start,
         n)`` returns samples ``[start, start + n)`` (fewer at the end). Must run before the
         reader forgets those samples."""
         while self._end_block is None and self._next_block * self.block < upto:

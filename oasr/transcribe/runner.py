@@ -66,7 +66,7 @@ from oasr.transcribe.rows import error_row
 from oasr.transcribe.run_stats import RunStats
 from oasr.transcribe.segments import Piece
 from oasr.transcribe.skip_guard import cut_before, first_skip
-from oasr.transcribe.speech_ahead import SpeechAhead, runs_ahead
+from oasr.transcribe.speech_ahead import SpeechAhead, SpeechBatched, speech_runner
 
 __all__ = ["DEFAULT_WINDOW_S", "RunStats", "SettledWindow", "TranscribeOptions", "Transcriber",
            "header_duration", "resolve_conditioning", "resumes_from_timestamps", "takes_prompts",
@@ -191,9 +191,9 @@ class Transcriber:
         self._rows: Iterator[ManifestRow] = iter(())
         self._rows_done = False
         self._prefetch: AudioPrefetch | None = None
-        # The coverage detector's thread: a window's speech is detected while the engine
-        # decodes it, not on this thread after its words are back.
-        self._speech_ahead: SpeechAhead | None = None
+        # Where the coverage detector runs (oasr.transcribe.speech_ahead): on its own thread
+        # while the engine decodes, or batched on this one over every block waiting.
+        self._speech_ahead: SpeechAhead | SpeechBatched | None = None
         self.coverage_warnings = 0  # rows left with speech no word covers
         self.repairs = 0  # stretches of speech decoded again and kept
 
@@ -471,8 +471,8 @@ class Transcriber:
             self._prefetch = AudioPrefetch(workers, depth=self.prefetch_depth)
             rows = self._prefetch.rows(iter(rows), self._open_chunks)
         check = self.options.coverage
-        if check is not None and self.options.word_timestamps and runs_ahead(check.detector):
-            self._speech_ahead = SpeechAhead(check.detector, self.sr)
+        if check is not None and self.options.word_timestamps:
+            self._speech_ahead = speech_runner(check.detector, self.sr)
         self._rows, self._rows_done = iter(rows), False
         try:
             while True:

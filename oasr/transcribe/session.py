@@ -144,11 +144,11 @@ class TranscriptionSession:
         if key not in self._segmenters:
             from oasr.transcribe.coverage import CoverageCheck, build_coverage_detector
 
-            # On the CPU whatever the engine's device: it then runs on a thread of its own
-            # beside the engine (oasr.transcribe.speech_ahead); the run's --vad segmenter,
-            # when there is one, stays where the run put it.
+            # On the engine's device (oasr.transcribe.speech_ahead: on the CPU a thread of
+            # its own beside the engine, on a GPU batched on the engine's thread); the run's
+            # --vad segmenter, when there is one, is the one the run built.
             detector = build_coverage_detector(vad.coverage_vad, segmenter, vad.vad,
-                                               device="cpu")
+                                               device=str(self.engine.runner.device))
             self._segmenters[key] = CoverageCheck(detector) if detector is not None else None
         return self._segmenters[key]
 

@@ -22,7 +22,9 @@ on real speech, so it is not the reference model.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,30 @@ class SileroNet(nn.Module):
         out, (h, c) = self.lstm(feats, (h, c), lengths=lengths)
         probs = self.sigmoid(self.final_conv(self.relu(out)))  # (B, N, 1)
         return probs.squeeze(-1), h, c
+
+
+@contextlib.contextmanager
+def _ieee_convolutions(device: torch.device) -> Iterator[None]:
+    """cuDNN convolutions in full fp32 (not TF32, torch's default for them) on a CUDA device:
+    the probabilities then match the CPU's, where a threshold decides every frame."""
+    if device.type != "cuda":
+        yield
+        return
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):
+        old = conv.fp32_precision
+        conv.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            conv.fp32_precision = old
+        return
+    old_tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = old_tf32
 
 
 @dataclass
@@ -202,12 +228,13 @@ class SileroVad(SpeechDetector):
         x = torch.cat([state.context, chunk.to(self.device, torch.float32)], dim=1)
         n = t // frame
         windows = x.unfold(1, frame + ctx, frame)  # (B, n, frame + ctx)
-        feats = net.encode(windows.reshape(b * n, frame + ctx)).reshape(b, n, HIDDEN)
+        if frames is not None:
+            frames = frames.to(self.device, torch.long)
+        with _ieee_convolutions(self.device):
+            feats = net.encode(windows.reshape(b * n, frame + ctx)).reshape(b, n, HIDDEN)
+            probs, h, c = net.decode(feats, state.h, state.c, lengths=frames)
         if frames is None:
-            probs, h, c = net.decode(feats, state.h, state.c)
             return probs, SileroState(h, c, x[:, x.shape[1] - ctx:].clone())
-        frames = frames.to(self.device, torch.long)
-        probs, h, c = net.decode(feats, state.h, state.c, lengths=frames)
         # each row's next context: the ctx samples before its own end
         ends = frames * frame + ctx  # (B,) in x
         idx = ends[:, None] - ctx + torch.arange(ctx, device=x.device)

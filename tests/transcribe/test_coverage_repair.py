@@ -224,12 +224,55 @@ def test_speech_is_detected_in_window_blocks_ahead_of_the_seek(threaded):
             ahead.close()
 
 
+class _DeviceSpeech(_ThreadedSpeech):
+    """The energy detector declaring a GPU: runs batched on the engine's thread."""
+
+    device = "cuda:0"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def batch(self, audios, sample_rate):
+        self.batches.append(len(audios))
+        return [self(a, sample_rate) for a in audios]
+
+
+def test_a_device_detector_takes_the_blocks_of_many_rows_in_one_call(tmp_path):
+    import threading
+
+    rows = []
+    for i in range(12):
+        path = tmp_path / f"r{i}.wav"
+        sf.write(path, burst_audio([(0.3, 1.0), (1.5, 2.2 + 0.1 * i)], 4.0, seed=i), SR,
+                 subtype="FLOAT")
+        rows.append(ManifestRow(f"r{i}", str(path), source=str(path)))
+    outs = {}
+    for detector in (_ThreadedSpeech(), _DeviceSpeech()):
+        engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1)
+        options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
+                                    coverage=CoverageCheck(detector))
+        got = [out for out, _ in Transcriber(engine, options).run(iter(rows))]
+        outs[type(detector)] = [(o.id, o.text, o.words, o.coverage) for o in got]
+        assert [o.text for o in got] == ["w0 w1"] * 12  # every skipped word repaired
+    assert outs[_ThreadedSpeech] == outs[_DeviceSpeech]
+    device = _DeviceSpeech()
+    engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1)
+    options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
+                                coverage=CoverageCheck(device))
+    list(Transcriber(engine, options).run(iter(rows)))
+    # Every row's block was waiting when the first window's speech was asked for: one call,
+    # on the engine's (this) thread.
+    assert device.batches == [12]
+    assert {name for name, _ in device.calls} == {threading.current_thread().name}
+
+
 def test_a_long_row_s_outcome_is_the_same_with_the_detector_ahead_or_on_the_thread(tmp_path):
     bursts = [(0.5, 2.0), (4.0, 5.5), (9.2, 10.6), (13.0, 14.5), (19.0, 20.5), (23.0, 24.0)]
     row = _row(tmp_path, bursts, 26.0)
     outs = []
     on_thread = _ThreadedSpeech()
-    on_thread.device = ""  # a detector that does not say where it computes stays on the thread
+    on_thread.device = ""  # a detector that does not say where it computes: batched here
     for detector in (on_thread, _ThreadedSpeech()):
         engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 3)
         options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,

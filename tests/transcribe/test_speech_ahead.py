@@ -1,6 +1,7 @@
-"""The coverage detector's own thread: windows waiting are detected in one batched call, a
-detector's error reaches the caller, and a detector on a CUDA device never leaves the engine's
-thread (a second thread's launches would break the engine's graph captures)."""
+"""Where the coverage detector runs: a CPU detector on its own thread (windows waiting detected
+in one batched call), any other (a CUDA detector) batched on the engine's thread over every
+block waiting when one is first asked for (a second thread's launches would break the engine's
+graph captures); a detector's error reaches every caller either way."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ import pytest
 import torch
 
 from oasr.transcribe.coverage import EnergySpeech, SegmenterSpeech
-from oasr.transcribe.speech_ahead import SpeechAhead, runs_ahead
+from oasr.transcribe.speech_ahead import (
+    MAX_DEVICE_BATCH,
+    SpeechAhead,
+    SpeechBatched,
+    runs_ahead,
+    speech_runner,
+)
 
 
 class _Batched:
@@ -63,3 +70,43 @@ def test_only_a_cpu_detector_runs_beside_the_engine(device, ahead):
     assert runs_ahead(EnergySpeech())  # the energy rule: numpy on the CPU
     # A detector that does not say where it computes stays on the engine's thread.
     assert not runs_ahead(SegmenterSpeech(SimpleNamespace(detector=object()), "x"))
+
+
+def test_a_device_detector_runs_every_block_waiting_when_one_is_asked_for():
+    detector = _Batched()
+    detector.gate.set()
+    runner = SpeechBatched(detector, 100)
+    n = MAX_DEVICE_BATCH + 6
+    futures = [runner.submit(np.zeros(100 * (i % 3 + 1), np.float32)) for i in range(n)]
+    futures[1].cancel()  # a block the row no longer needs is not detected
+    assert detector.sizes == [] and not any(f.done() for f in futures[2:])
+    # Asking for the last block detects all of them, on this thread, in batches of the cap.
+    assert futures[-1].result() == [(0.0, float((n - 1) % 3 + 1))]
+    assert detector.sizes == [MAX_DEVICE_BATCH - 1, 6] and runner.calls == 2
+    assert all(f.done() for f in futures)
+    assert [f.result() for f in futures[2:5]] == [[(0.0, 3.0)], [(0.0, 1.0)], [(0.0, 2.0)]]
+    later = runner.submit(np.zeros(100, np.float32))
+    runner.close()  # what still waits is cancelled
+    assert later.cancelled() and detector.sizes == [MAX_DEVICE_BATCH - 1, 6]
+
+
+def test_a_batched_detectors_error_reaches_every_waiting_caller():
+    def broken(audio, sample_rate):
+        raise RuntimeError("detector broke")
+
+    runner = SpeechBatched(broken, 16000)
+    futures = [runner.submit(np.zeros(10, np.float32)) for _ in range(3)]
+    for future in futures:
+        with pytest.raises(RuntimeError, match="detector broke"):
+            future.result()
+
+
+@pytest.mark.parametrize(("device", "kind"), [("cpu", SpeechAhead), ("cuda:0", SpeechBatched),
+                                              ("", SpeechBatched)])
+def test_the_runner_follows_where_the_detector_computes(device, kind):
+    segmenter = SimpleNamespace(detector=SimpleNamespace(device=device))
+    runner = speech_runner(SegmenterSpeech(segmenter, "silero"), 16000)
+    try:
+        assert type(runner) is kind
+    finally:
+        runner.close()
