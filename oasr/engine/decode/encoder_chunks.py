@@ -7,8 +7,9 @@ in chunks of ``chunk_size`` frames seeing ``left_context_frames`` back (icefall'
 families that decode such encoders (``transducer``, ``ctc``) carry these fields; unset, the
 checkpoint's own values apply (recorded at conversion). A chunk-trained WeNet Conformer takes
 them as WeNet's ``--decoding_chunk_size`` (encoder frames) and ``--num_decoding_left_chunks``
-times that chunk (offline only). A model without a chunked mode refuses them by name. The same values set the chunk-wise streaming geometry (``oasr stream``), where
-``--chunk-frames`` / ``--left-chunks`` still override them.
+times that chunk (offline only). A model without a chunked mode refuses them by name. The
+same values set the chunk-wise streaming geometry (``oasr stream``), where ``--chunk-frames``
+/ ``--left-chunks`` still override them.
 """
 
 from __future__ import annotations
