@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -159,6 +159,13 @@ wide)  # the transcribe-path gpu tests, then the product path on an hour a manif
 wide_short)  # what a short device budget allows of `wide`: 30 minutes a manifest, no peer
     TAIL=40 step e2e 240 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 30 --no-transformers --also-batch-sizes 64 --long-pieces 8
+    ;;
+detector)  # every gpu test first (the coverage detector on the GPU), then the product path as
+    # `wide`: -b 256 against 64, many long rows, --vad silero, transformers, py-spy per thread
+    TAIL=16 step pytest_gpu 210 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=40 step e2e 320 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 60 --also-batch-sizes 64 --long-pieces 8
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
