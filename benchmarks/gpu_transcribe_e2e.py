@@ -160,8 +160,10 @@ def build_manifests(data: Path, out: Path, minutes: float, long_pieces: int = 0
 
 # ---------------------------------------------------------------------------- runs
 
-def _oasr(*args: str, python_flags: tuple[str, ...] = ()) -> list[str]:
-    return [sys.executable, *python_flags, "-m", "oasr.cli.app", *args]
+def _oasr(*args: str, python_flags: tuple[str, ...] = (), launcher: str | None = None
+          ) -> list[str]:
+    entry = [launcher] if launcher else ["-m", "oasr.cli.app"]
+    return [sys.executable, *python_flags, *entry, *args]
 
 
 def timed_process(cmd: list[str], log: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -209,7 +211,8 @@ def _progress(args: Any, name: str, result: dict[str, Any]) -> None:
 
 def transcribe_run(name: str, manifest: dict[str, Any], extra: list[str], args: Any,
                    out: Path, env: dict[str, str], refs: dict[str, str] | None,
-                   python_flags: tuple[str, ...] = ()) -> dict[str, Any]:
+                   python_flags: tuple[str, ...] = (), launcher: str | None = None
+                   ) -> dict[str, Any]:
     work = out / "runs" / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -218,7 +221,8 @@ def transcribe_run(name: str, manifest: dict[str, Any], extra: list[str], args: 
              "--no-progress", *extra]
     if args.batch_size:
         flags += ["-b", str(args.batch_size)]
-    r = timed_process(_oasr(*flags, python_flags=python_flags), out / f"{name}.log", env)
+    r = timed_process(_oasr(*flags, python_flags=python_flags, launcher=launcher),
+                      out / f"{name}.log", env)
     if r["rc"] == 0 and result.exists():
         r.update(_check_output(result, manifest, refs))
     r["audio_s"] = manifest["audio_s"]
@@ -365,6 +369,10 @@ def main() -> None:
     ap.add_argument("--long-pieces", type=int, default=0,
                     help="also a manifest of the long recording cut into this many slices "
                          "(many long rows in flight), words on and off, and with --vad silero")
+    ap.add_argument("--baseline-cpu-detector", action="store_true",
+                    help="also the words-on short (at each --also-batch-sizes too) and many-long "
+                         "runs with the coverage detector on the CPU "
+                         "(benchmarks/coverage_on_cpu.py)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/oasr_e2e"),
                     help="scratch folder for manifests, runs, logs and the raw profile (kept "
                          "out of OUT_DIR, which gets only the JSON and the profile top texts)")
@@ -405,6 +413,17 @@ def main() -> None:
         if "long_many" in manifests:
             runs[f"long_many_{wt}"] = transcribe_run(f"long_many_{wt}", manifests["long_many"],
                                                      [flag], args, work, env, None)
+    if args.baseline_cpu_detector:  # the same runs, the coverage detector on the CPU
+        cpu = str(Path(__file__).resolve().parent / "coverage_on_cpu.py")
+        for b in ["", *filter(None, args.also_batch_sizes.split(","))]:
+            name = f"short_wt_cpudet{'_b' + b if b else ''}"
+            runs[name] = transcribe_run(name, manifests["short"],
+                                        ["--word-timestamps", *(["-b", b] if b else [])], args,
+                                        work, env, refs, launcher=cpu)
+        if "long_many" in manifests:
+            runs["long_many_wt_cpudet"] = transcribe_run(
+                "long_many_wt_cpudet", manifests["long_many"], ["--word-timestamps"], args, work,
+                env, None, launcher=cpu)
     if "long_many" in manifests:
         runs["long_many_wt_vad"] = transcribe_run(
             "long_many_wt_vad", manifests["long_many"], ["--word-timestamps", "--vad", "silero"],
@@ -414,7 +433,8 @@ def main() -> None:
             work, env, long_refs)
     summary = {}
     for name, r in runs.items():  # the extra arms, against the start-up of their words setting
-        if name.startswith(("short_wt_b", "short_nowt_b", "long_many", "long_wt_vad")):
+        if name.startswith(("short_wt_b", "short_nowt_b", "long_many", "long_wt_vad",
+                            "short_wt_cpudet")):
             one = runs["one_nowt" if "_nowt" in name else "one_wt"]
             summary[f"{name}_steady_rtfx"] = _steady(r, one)
     for wt in ("wt", "nowt"):
