@@ -10,6 +10,11 @@ hide the skip. An *uncovered stretch* is a run of detected speech no word covers
 ``coverage`` = covered speech seconds / detected speech seconds (1.0 when the detector found no
 speech: nothing was left out). It is measured only where words are timed.
 
+A *lone stretch* (:func:`lone_stretches`) is a run of speech of at least ``lone_run_s`` whose only
+word is a short one (at most ``lone_letters`` letters): the aligner lays such a word over speech
+the decode skipped. It covers the run for the figure, but the run is decoded again (the repair
+dropped when it only re-reads the words around it, :mod:`oasr.transcribe.repair`).
+
 Which detector measures it (:func:`build_coverage_detector`): the run's ``--vad`` detector when
 one is named (its own unpadded speech); otherwise ``--coverage-vad``: ``auto`` is Silero when
 ``silero-vad`` is installed and the energy pauses of :mod:`oasr.engine.decode.pauses` (the same
@@ -32,7 +37,8 @@ from oasr.transcribe.options import COVERAGE_VADS
 
 __all__ = ["COVERAGE_VADS", "CoverageCheck", "CoverageRules", "EnergySpeech", "SegmenterSpeech",
            "Span", "build_coverage_detector", "coverage_figure", "coverage_ratio",
-           "covered_seconds", "describe_stretches", "merge_spans", "uncovered"]
+           "covered_seconds", "describe_stretches", "lone_stretches", "merge_spans",
+           "plain_word", "uncovered"]
 
 Span = tuple[float, float]
 # Speech shorter than this is not counted (a click; the presegmenter's own minimum).
@@ -49,6 +55,12 @@ class CoverageRules:
     tolerance_s: float = 0.3
     min_gap_s: float = 0.5
     max_word_s: float = 1.5
+    # A lone short word in a long run of speech (:func:`lone_stretches`): at most this many
+    # letters, alone in a run of at least ``lone_run_s``; its repair is dropped when it only
+    # re-reads words within ``context_words`` of the stretch (either side).
+    lone_letters: int = 3
+    lone_run_s: float = 1.0
+    context_words: int = 8
 
     def __post_init__(self) -> None:
         if self.tolerance_s < 0 or self.min_gap_s <= 0 or self.max_word_s <= 0:
@@ -119,6 +131,39 @@ def uncovered(speech: Sequence[Span], words: Iterable[Any],
     """The stretches of ``speech`` no word covers, each at least ``rules.min_gap_s``."""
     gaps = _subtract(merge_spans(speech), word_cover(words, rules))
     return [(a, b) for a, b in gaps if b - a >= rules.min_gap_s - 1e-9]
+
+
+def _letters(word: str) -> int:
+    return sum(ch.isalnum() for ch in word)
+
+
+def plain_word(word: str) -> str:
+    """A word as the repeat check compares it: its letters and digits, lower-cased."""
+    return "".join(ch for ch in word.lower() if ch.isalnum())
+
+
+def lone_stretches(speech: Sequence[Span], words: Sequence[Any],
+                   rules: CoverageRules) -> list[tuple[Span, int]]:
+    """Runs of speech a single short word claims: a merged run of at least
+    ``rules.lone_run_s`` holding the middle of exactly one word, of at most
+    ``rules.lone_letters`` letters. The aligner lays such a word ("the", "I") over speech the
+    decode skipped, and its cover hides the skip. Returns (the part of the run no other word
+    covers, at least ``min_gap_s``; the lone word's index in ``words``) for each."""
+    middles = [(_get(w, "start") + _get(w, "end")) / 2 for w in words]
+    out = []
+    for a, b in merge_spans(speech):
+        if b - a < rules.lone_run_s - 1e-9:
+            continue
+        inside = [i for i, m in enumerate(middles) if a <= m < b]
+        if len(inside) != 1:
+            continue
+        i = inside[0]
+        w = words[i]
+        if _letters(str(w["word"] if isinstance(w, Mapping) else w.word)) > rules.lone_letters:
+            continue
+        others = [x for j, x in enumerate(words) if j != i]
+        out += [(gap, i) for gap in uncovered([(a, b)], others, rules)]
+    return out
 
 
 def covered_seconds(speech: Sequence[Span], words: Iterable[Any],

@@ -116,9 +116,10 @@ def cover_window(state: RowState, group: WindowGroup, words: list[dict[str, Any]
         if resume >= MIN_RESUME_ADVANCE_S:
             advance = int(resume * sample_rate)
             gaps = gaps[:len(gaps) - len(tail)]
-    coverage.settle(speech, start, start + advance / sample_rate)
-    jobs = [job for gap in gaps
-            for job in coverage.jobs(gap, state.heard, audio, start, group.index)]
+    end = start + advance / sample_rate
+    coverage.settle(speech, start, end)
+    jobs = coverage.all_jobs([(a, min(b, end)) for a, b in speech if a < end], state.heard,
+                             audio, start, group.index, gaps)
     group.pending += len(jobs)
     return advance, jobs
 

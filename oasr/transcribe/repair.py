@@ -11,6 +11,11 @@ fails the fallback thresholds (compression ratio, mean log-probability) goes on 
 temperature, the last one's standing, as in Whisper's own fallback. Of what it decodes, only
 the words inside the stretch (within the coverage tolerance) are kept. A stretch that still
 has no word is *unrepaired*: the row's ``coverage`` counts it and the row carries a warning.
+
+The stretch a lone short word claims (``coverage.lone_stretches``) is decoded again the same
+way; its repair is dropped when every word it reads is among the words within
+``context_words`` of the stretch (it re-reads them), and it does not repeat the lone word
+where it reads it first or last. Without a kept repair the lone word stands and covers it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from oasr.transcribe.coverage import (
     Span,
     coverage_figure,
     describe_stretches,
+    lone_stretches,
     merge_spans,
+    plain_word,
     uncovered,
 )
 from oasr.transcribe.fallback import TemperatureFallback
@@ -57,6 +64,10 @@ class RepairJob:
     group: int = 0
     attempt: int = 0
     key: int = 0
+    # A stretch a lone short word claimed (``coverage.lone_stretches``): the words around it
+    # (plain), which a repair that only re-reads them does not add again, and the lone word.
+    context: frozenset[str] | None = None
+    lone_word: str = ""
 
 
 @dataclass
@@ -145,10 +156,46 @@ class RowCoverage:
     def gaps(self, speech: list[Span], words: list[dict[str, Any]]) -> list[Span]:
         return uncovered(speech, words, self.check.rules)
 
+    def lone_gaps(self, speech: list[Span], words: list[dict[str, Any]],
+                  gaps: list[Span]) -> list[Span]:
+        """The stretches lone short words claim in ``speech`` (``coverage.lone_stretches``),
+        but for runs that meet an uncovered stretch of ``gaps`` (repaired as such)."""
+        return [g for g, _ in lone_stretches(speech, words, self.check.rules)
+                if not any(a < g[1] and g[0] < b for a, b in gaps)]
+
+    def all_jobs(self, speech: list[Span], words: list[dict[str, Any]], audio: np.ndarray,
+                 audio_start: float, group: int, gaps: list[Span] | None = None
+                 ) -> list[RepairJob]:
+        """The repairs of ``speech`` against ``words``: of the uncovered stretches (``gaps``,
+        default: all of them) and of the stretches lone short words claim."""
+        plain = self.gaps(speech, words)
+        out = [job for gap in (plain if gaps is None else gaps)
+               for job in self.jobs(gap, words, audio, audio_start, group)]
+        for gap in self.lone_gaps(speech, words, plain):
+            out += self.jobs(gap, words, audio, audio_start, group, lone=True)
+        return out
+
+    def _context(self, stretch: Span, words: list[dict[str, Any]]) -> frozenset[str]:
+        """The plain words inside ``stretch`` and ``context_words`` either side of it."""
+        n = self.check.rules.context_words
+        order = sorted(words, key=lambda w: w["start"])
+        first = next((i for i, w in enumerate(order) if w["end"] > stretch[0]), len(order))
+        last = next((i for i in range(len(order) - 1, -1, -1)
+                     if order[i]["start"] < stretch[1]), -1)
+        near = order[max(0, first - n):max(first, last + 1) + n]
+        return frozenset(plain_word(w["word"]) for w in near)
+
     def jobs(self, stretch: Span, words: list[dict[str, Any]], audio: np.ndarray,
-             audio_start: float, group: int) -> list[RepairJob]:
+             audio_start: float, group: int, lone: bool = False) -> list[RepairJob]:
         """Repair decodes of ``stretch`` cut from ``audio`` (beginning at ``audio_start``):
-        padded into the pauses around it short of the nearest words, at most a window each."""
+        padded into the pauses around it short of the nearest words, at most a window each.
+        ``lone``: the stretch a lone short word claims (its repair checked for repeats)."""
+        context = self._context(stretch, words) if lone else None
+        lone_word = ""
+        if lone:  # the lone word inside is no neighbour to pad up to
+            inside = [w for w in words if stretch[0] <= (w["start"] + w["end"]) / 2 < stretch[1]]
+            lone_word = plain_word(inside[0]["word"]) if inside else ""
+            words = [w for w in words if not any(w is x for x in inside)]
         before = max((w["end"] for w in words if w["end"] <= stretch[0]), default=audio_start)
         after = min((w["start"] for w in words if w["start"] >= stretch[1]),
                     default=audio_start + len(audio) / self.sample_rate)
@@ -162,11 +209,13 @@ class RowCoverage:
             a = int(round((t - audio_start) * self.sample_rate))
             b = int(round((end - audio_start) * self.sample_rate))
             piece = (max(stretch[0], t), min(stretch[1], end))
-            jobs.append(RepairJob(piece, t, audio[a:b].copy(), group, key=self._next_key))
+            jobs.append(RepairJob(piece, t, audio[a:b].copy(), group, key=self._next_key,
+                                  context=context, lone_word=lone_word))
             self._next_key += 1
             t = end
         if not self.check.repair:
-            self.unrepaired += [j.span for j in jobs]
+            if not lone:  # a lone word covers its stretch unless a repair finds more
+                self.unrepaired += [j.span for j in jobs]
             return []
         for job in jobs:
             self.pending[job.key] = job
@@ -193,18 +242,38 @@ class RowCoverage:
             return self._retry(job, last)
         if guard.failed(out) is not None and not last:
             return self._retry(job, last)
+        if job.context is not None and all(plain_word(w["word"]) in job.context
+                                           for w in words):
+            # It re-reads the words around the lone word: they are there already.
+            self.pending.pop(job.key, None)
+            return False
         self.pending.pop(job.key, None)
         self.repaired += 1
         tol = self.check.rules.tolerance_s
         end = job.audio_start + len(job.audio) / self.sample_rate
         whole = Piece(job.audio_start, end, out.text, self._words(job, out),
                       temperature=REPAIR_TEMPERATURES[job.attempt], source=out, kind="repair")
-        return trim_piece(whole, job.span[0] - tol, job.span[1] + tol)
+        piece = trim_piece(whole, job.span[0] - tol, job.span[1] + tol)
+        return self._without_lone_word(job, piece)
+
+    @staticmethod
+    def _without_lone_word(job: RepairJob, piece: Piece) -> Piece:
+        """A lone word's repair without the lone word itself where it reads it first or
+        last: the window's copy stays."""
+        words = piece.words or []
+        if not job.lone_word or len(words) < 2:
+            return piece
+        if plain_word(words[0]["word"]) == job.lone_word:
+            return trim_piece(piece, words[1]["start"], piece.end + 1.0, by="start")
+        if plain_word(words[-1]["word"]) == job.lone_word:
+            return trim_piece(piece, piece.start - 1.0, words[-1]["start"], by="start")
+        return piece
 
     def _retry(self, job: RepairJob, last: bool) -> bool:
         if last:
             self.pending.pop(job.key, None)
-            self.unrepaired.append(job.span)
+            if job.context is None:  # a lone word's stretch stays covered by the word
+                self.unrepaired.append(job.span)
             return False
         job.attempt += 1
         return True

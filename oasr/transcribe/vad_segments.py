@@ -249,9 +249,8 @@ class VadTranscriber(Transcriber):
         if coverage is None:
             return
         heard = [w for p in state.pieces for w in p.words or []]
-        for gap in coverage.gaps(coverage.speech, heard):
-            for job in coverage.jobs(gap, heard, state.audio, shift, 0):
-                self._submit_repair(state, job)
+        for job in coverage.all_jobs(coverage.speech, heard, state.audio, shift, 0):
+            self._submit_repair(state, job)
 
     def _finish_vad(self, state: _VadRow) -> None:
         self.vad_rows.pop(state.row.id)

@@ -11,6 +11,8 @@ from oasr.transcribe.coverage import (
     build_coverage_detector,
     coverage_figure,
     covered_seconds,
+    lone_stretches,
+    plain_word,
     uncovered,
 )
 
@@ -60,3 +62,22 @@ def test_the_coverage_detector_is_named_or_refused():
         build_coverage_detector("loud")
     vad = object()
     assert build_coverage_detector("auto", vad, "fsmn").segmenter is vad
+
+
+def _named(word: str, start: float, end: float) -> dict:
+    return {"word": word, "start": start, "end": end, "confidence": 1.0}
+
+
+def test_a_lone_short_word_claims_its_run_of_speech():
+    speech = [(1.0, 3.0), (4.0, 4.8), (6.0, 8.0), (9.0, 11.0)]
+    words = [_named(" the", 1.2, 2.8),  # alone in a 2-s run: claimed
+             _named(" I", 4.1, 4.6),  # alone, but the run is under lone_run_s
+             _named(" and", 6.1, 6.4), _named(" so", 6.6, 7.8),  # two words in the run
+             _named(" lobsters", 9.1, 10.9)]  # alone, but long
+    assert lone_stretches(speech, words, RULES) == [((1.0, 3.0), 0)]
+    # What a neighbour's cover reaches into is not the lone word's stretch.
+    near = [*words, _named(" we", 3.1, 3.4)]
+    ((start, end), index), = lone_stretches(speech, near, RULES)
+    assert (start, index) == (1.0, 0) and end == pytest.approx(2.8)
+    assert lone_stretches(speech, words, CoverageRules(lone_letters=0)) == []
+    assert plain_word(" These,") == "these" and plain_word("I'm") == "im"

@@ -31,9 +31,12 @@ def _row(tmp_path: Path, bursts: list[tuple[float, float]], seconds: float) -> M
     return ManifestRow("rec", str(path), source=str(path))
 
 
-def _options(**kw) -> TranscribeOptions:
+def _options(lone_letters: int = 0, **kw) -> TranscribeOptions:
+    # The scripted words are two-letter names over bursts of 0.7-1.5 s, each alone in its run
+    # of sound: the lone-word rule would decode every one again. Off but where tested.
+    check = CoverageCheck(EnergySpeech()).with_rules(lone_letters=lone_letters)
     return TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
-                             coverage=CoverageCheck(EnergySpeech()), **kw)
+                             coverage=check, **kw)
 
 
 def _run(transcriber: Transcriber, row: ManifestRow):
@@ -82,6 +85,57 @@ def test_speech_nothing_transcribes_is_reported(tmp_path):
     assert out.coverage is not None and 0.6 < out.coverage < 0.8  # 1.5 of ~4.5 s left out
     assert len(out.warnings) == 1 and "3.0-4.5 s" in out.warnings[0]
     assert transcriber.coverage_warnings == 1 and transcriber.repairs == 0
+
+
+def _lone_row(tmp_path: Path) -> ManifestRow:
+    # One run of sound (the bursts 0.1 s apart, under the energy rule's 0.16-s pause): w0,
+    # then w1 and w2; a decode that hears w0 alone lays it over the run.
+    return _row(tmp_path, [(0.5, 1.0), (1.1, 1.5), (1.6, 2.0), (3.5, 4.2)], 5.0)
+
+
+def _lone_engine(repair_hears):
+    def hears(req, k):
+        if _is_repair(req):
+            return repair_hears(k)
+        return k in (0, 3)
+    engine = ScriptedEngine(hears)
+    original = engine.decode
+
+    def decode(request):  # the aligner stretches the window's w0 over the whole run
+        out = original(request)
+        if not _is_repair(request) and out.words:
+            out.words[0].end = 1.9
+        return out
+    engine.decode = decode
+    return engine
+
+
+def test_a_lone_short_word_over_a_run_has_the_run_decoded_again(tmp_path):
+    row = _lone_row(tmp_path)
+    engine = _lone_engine(lambda k: True)
+    out = _run(Transcriber(engine, _options(lone_letters=3)), row)
+    # w0 covers the run (1.5 s, within max_word_s): only the lone-word rule finds the skip.
+    repairs = [r for r in engine.requests if _is_repair(r)]
+    assert len(repairs) == 1
+    # The repair reads w0 w1 w2; w0 is the window's already, so only w1 w2 are added.
+    assert out.text == "w0 w1 w2 w3"
+    assert [w["word"] for w in out.words] == ["w0", "w1", "w2", "w3"]
+    assert out.coverage == 1.0 and not out.warnings
+    # Off, the skip stays: nothing decoded again, w0 passes for the run.
+    engine = _lone_engine(lambda k: True)
+    out = _run(Transcriber(engine, _options(lone_letters=0)), row)
+    assert out.text == "w0 w3" and not [r for r in engine.requests if _is_repair(r)]
+
+
+@pytest.mark.parametrize("repair_hears", [lambda k: k == 0, lambda k: False])
+def test_a_lone_words_repair_that_adds_nothing_new_is_dropped(tmp_path, repair_hears):
+    # The repair re-reads only the lone word, or reads nothing: the word stands, the row
+    # carries no warning and its coverage counts the word's cover.
+    row = _lone_row(tmp_path)
+    engine = _lone_engine(repair_hears)
+    out = _run(Transcriber(engine, _options(lone_letters=3)), row)
+    assert [r for r in engine.requests if _is_repair(r)]
+    assert out.text == "w0 w3" and out.coverage == 1.0 and not out.warnings
 
 
 def test_a_frame_synchronous_family_is_measured_not_decoded_again(tmp_path):
