@@ -161,12 +161,12 @@ wide_short)  # what a short device budget allows of `wide`: 30 minutes a manifes
         --minutes 30 --no-transformers --also-batch-sizes 64 --long-pieces 8
     ;;
 detector)  # every gpu test first (the coverage detector on the GPU), then the product path as
-    # `wide` (-b 256 against 64, many long rows, --vad silero, transformers, py-spy per thread)
-    # beside the words-on runs with the detector on the CPU as before
-    TAIL=16 step pytest_gpu 210 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+    # `wide` but at the default -b only (many long rows, --vad silero, transformers, py-spy per
+    # thread) beside the words-on runs with the detector on the CPU as before
+    TAIL=16 step pytest_gpu 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests
-    TAIL=40 step e2e 330 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
-        --minutes 60 --also-batch-sizes 64 --long-pieces 8 --baseline-cpu-detector
+    TAIL=40 step e2e 320 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 60 --long-pieces 8 --baseline-cpu-detector
     echo "cached .pyc files after: $(find "${PYTHONPYCACHEPREFIX:-/none}" -name '*.pyc' \
         2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
     ;;
