@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -167,6 +167,14 @@ detector)  # every gpu test first (the coverage detector on the GPU), then the p
         --tb=short tests
     TAIL=40 step e2e 320 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 60 --long-pieces 8 --baseline-cpu-detector
+    echo "cached .pyc files after: $(find "${PYTHONPYCACHEPREFIX:-/none}" -name '*.pyc' \
+        2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
+    ;;
+detector_short)  # what a short device budget allows of `detector`: 30 minutes a manifest, no peer
+    TAIL=16 step pytest_gpu 170 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests
+    TAIL=40 step e2e 250 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 30 --long-pieces 8 --baseline-cpu-detector --no-transformers
     echo "cached .pyc files after: $(find "${PYTHONPYCACHEPREFIX:-/none}" -name '*.pyc' \
         2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
     ;;
