@@ -182,8 +182,8 @@ detector_min)  # the least of `detector`: the transcribe-path gpu tests, the sho
     # on the GPU detector and on the CPU one, and without words; no long rows, no engine bench
     TAIL=16 step pytest_gpu 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests/transcribe tests/api tests/vad
-    TAIL=40 step e2e 200 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
-        --minutes 30 --skip-long --no-bench --baseline-cpu-detector
+    TAIL=40 step e2e 220 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 30 --skip-long --long-pieces 8 --no-bench --baseline-cpu-detector
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
