@@ -179,7 +179,7 @@ detector_short)  # what a short device budget allows of `detector`: 30 minutes a
         2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
     ;;
 detector_min)  # the least of `detector`: the transcribe-path gpu tests, the short rows with words
-    # on the GPU detector and on the CPU one, and without words; no long rows, no engine bench
+    # on the GPU detector and on the CPU one, and without words; many long rows; no engine bench
     TAIL=16 step pytest_gpu 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests/transcribe tests/api tests/vad
     TAIL=40 step e2e 220 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
