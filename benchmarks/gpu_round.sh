@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|detector_min|detector_tiny}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|detector_min|detector_tiny|detector_tests}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -191,6 +191,10 @@ detector_tiny)  # the end of a device budget: the transcribe-path gpu tests, the
         --tb=short tests/transcribe tests/api tests/vad
     TAIL=30 step e2e 100 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 30 --skip-long --no-bench --no-profile --baseline-cpu-detector
+    ;;
+detector_tests)  # the transcribe-path and detector gpu tests alone
+    TAIL=16 step pytest_gpu 90 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests/transcribe tests/api tests/vad
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
