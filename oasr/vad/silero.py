@@ -83,25 +83,18 @@ class SileroNet(nn.Module):
 @contextlib.contextmanager
 def _ieee_convolutions(device: torch.device) -> Iterator[None]:
     """cuDNN convolutions in full fp32 (not TF32, torch's default for them) on a CUDA device:
-    the probabilities then match the CPU's, where a threshold decides every frame."""
+    the probabilities then match the CPU's, where a threshold decides every frame. Through the
+    legacy flag, which sets conv and RNN alike: setting one of them by the per-operator API
+    makes torch refuse to read the legacy flag (torch 2.9+) wherever it is read later."""
     if device.type != "cuda":
         yield
         return
-    conv = getattr(torch.backends.cudnn, "conv", None)
-    if conv is not None and hasattr(conv, "fp32_precision"):
-        old = conv.fp32_precision
-        conv.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            conv.fp32_precision = old
-        return
-    old_tf32 = torch.backends.cudnn.allow_tf32
+    old = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
-        torch.backends.cudnn.allow_tf32 = old_tf32
+        torch.backends.cudnn.allow_tf32 = old
 
 
 @dataclass

@@ -120,6 +120,19 @@ def test_missing_weights_fail_at_construction(tmp_path: Path):
         build_detector("silero", model_dir=tmp_path)
 
 
+def test_convolutions_on_cuda_run_in_full_fp32_and_the_flags_come_back():
+    from oasr.vad.silero import _ieee_convolutions
+
+    flags = torch.backends.cudnn
+    before = flags.allow_tf32
+    with _ieee_convolutions(torch.device("cuda")):
+        assert flags.allow_tf32 is False
+        assert flags.conv.fp32_precision == flags.rnn.fp32_precision
+    with _ieee_convolutions(torch.device("cpu")):
+        assert flags.allow_tf32 == before
+    assert flags.allow_tf32 == before
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu(detector):
