@@ -171,8 +171,9 @@ class RowCoverage:
         plain = self.gaps(speech, words)
         out = [job for gap in (plain if gaps is None else gaps)
                for job in self.jobs(gap, words, audio, audio_start, group)]
-        for gap in self.lone_gaps(speech, words, plain):
-            out += self.jobs(gap, words, audio, audio_start, group, lone=True)
+        if self.check.repair:  # unrepaired, a lone word's stretch is covered by the word
+            for gap in self.lone_gaps(speech, words, plain):
+                out += self.jobs(gap, words, audio, audio_start, group, lone=True)
         return out
 
     def _context(self, stretch: Span, words: list[dict[str, Any]]) -> frozenset[str]:
@@ -214,8 +215,7 @@ class RowCoverage:
             self._next_key += 1
             t = end
         if not self.check.repair:
-            if not lone:  # a lone word covers its stretch unless a repair finds more
-                self.unrepaired += [j.span for j in jobs]
+            self.unrepaired += [j.span for j in jobs]
             return []
         for job in jobs:
             self.pending[job.key] = job

@@ -138,12 +138,14 @@ def test_a_lone_words_repair_that_adds_nothing_new_is_dropped(tmp_path, repair_h
     assert out.text == "w0 w3" and out.coverage == 1.0 and not out.warnings
 
 
-def test_a_frame_synchronous_family_is_measured_not_decoded_again(tmp_path):
+@pytest.mark.parametrize("lone_letters", [0, 3])
+def test_a_frame_synchronous_family_is_measured_not_decoded_again(tmp_path, lone_letters):
     """CTC and transducers score every frame: a stretch they left uncovered is reported, and
-    never decoded apart from its context (the upstream recipe decodes the whole)."""
+    never decoded apart from its context (the upstream recipe decodes the whole); a lone
+    word's run is no stretch to report (w0 and w2 are each alone in 1.5 s)."""
     row = _row(tmp_path, [(0.5, 2.0), (3.0, 4.5), (5.5, 7.0)], 8.0)
     engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1, incremental=False)
-    transcriber = Transcriber(engine, _options())
+    transcriber = Transcriber(engine, _options(lone_letters=lone_letters))
     out = _run(transcriber, row)
     assert out.text == "w0 w2"
     assert not [r for r in engine.requests if _is_repair(r)]
