@@ -22,7 +22,7 @@ pytest.importorskip("silero_vad")
 
 
 def _recording() -> np.ndarray:
-    """Eight utterances of three speakers with a second of silence between them (~75 s)."""
+    """Eight utterances of three speakers with a second of silence between them (72 s)."""
     paths = sorted(AUDIO.glob("*.flac"))[::9][:8]
     pause = np.zeros(16000, np.float32)
     return np.concatenate([part for p in paths for part in (load_audio(str(p), 16000), pause)])
