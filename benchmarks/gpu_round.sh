@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|detector_min|detector_tiny|detector_tests}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -177,24 +177,6 @@ detector_short)  # what a short device budget allows of `detector`: 30 minutes a
         --minutes 30 --long-pieces 8 --baseline-cpu-detector --no-transformers
     echo "cached .pyc files after: $(find "${PYTHONPYCACHEPREFIX:-/none}" -name '*.pyc' \
         2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
-    ;;
-detector_min)  # the least of `detector`: the transcribe-path gpu tests, the short rows with words
-    # on the GPU detector and on the CPU one, and without words; many long rows; no engine bench
-    TAIL=16 step pytest_gpu 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
-        --tb=short tests/transcribe tests/api tests/vad
-    TAIL=40 step e2e 220 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
-        --minutes 30 --skip-long --long-pieces 8 --no-bench --baseline-cpu-detector
-    ;;
-detector_tiny)  # the end of a device budget: the transcribe-path gpu tests, then the short rows
-    # (words on with the GPU and the CPU detector, words off), 30 minutes, no profile
-    TAIL=16 step pytest_gpu 80 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
-        --tb=short tests/transcribe tests/api tests/vad
-    TAIL=30 step e2e 100 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
-        --minutes 30 --skip-long --no-bench --no-profile --baseline-cpu-detector
-    ;;
-detector_tests)  # the transcribe-path and detector gpu tests alone
-    TAIL=16 step pytest_gpu 90 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
-        --tb=short tests/transcribe tests/api tests/vad
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \

