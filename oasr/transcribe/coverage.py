@@ -133,10 +133,6 @@ def uncovered(speech: Sequence[Span], words: Iterable[Any],
     return [(a, b) for a, b in gaps if b - a >= rules.min_gap_s - 1e-9]
 
 
-def _letters(word: str) -> int:
-    return sum(ch.isalnum() for ch in word)
-
-
 def plain_word(word: str) -> str:
     """A word as the repeat check compares it: its letters and digits, lower-cased."""
     return "".join(ch for ch in word.lower() if ch.isalnum())
@@ -159,7 +155,8 @@ def lone_stretches(speech: Sequence[Span], words: Sequence[Any],
             continue
         i = inside[0]
         w = words[i]
-        if _letters(str(w["word"] if isinstance(w, Mapping) else w.word)) > rules.lone_letters:
+        text = w["word"] if isinstance(w, Mapping) else w.word
+        if len(plain_word(str(text))) > rules.lone_letters:
             continue
         others = [x for j, x in enumerate(words) if j != i]
         out += [(gap, i) for gap in uncovered([(a, b)], others, rules)]

@@ -157,23 +157,24 @@ class RowCoverage:
         return uncovered(speech, words, self.check.rules)
 
     def lone_gaps(self, speech: list[Span], words: list[dict[str, Any]],
-                  gaps: list[Span]) -> list[Span]:
-        """The stretches lone short words claim in ``speech`` (``coverage.lone_stretches``),
-        but for runs that meet an uncovered stretch of ``gaps`` (repaired as such)."""
-        return [g for g, _ in lone_stretches(speech, words, self.check.rules)
+                  gaps: list[Span]) -> list[tuple[Span, dict[str, Any]]]:
+        """(stretch, the lone word) for each stretch a lone short word claims in ``speech``
+        (``coverage.lone_stretches``), but for runs that meet an uncovered stretch of ``gaps``
+        (repaired as such)."""
+        return [(g, words[i]) for g, i in lone_stretches(speech, words, self.check.rules)
                 if not any(a < g[1] and g[0] < b for a, b in gaps)]
 
     def all_jobs(self, speech: list[Span], words: list[dict[str, Any]], audio: np.ndarray,
                  audio_start: float, group: int, gaps: list[Span] | None = None
                  ) -> list[RepairJob]:
-        """The repairs of ``speech`` against ``words``: of the uncovered stretches (``gaps``,
-        default: all of them) and of the stretches lone short words claim."""
-        plain = self.gaps(speech, words)
-        out = [job for gap in (plain if gaps is None else gaps)
-               for job in self.jobs(gap, words, audio, audio_start, group)]
+        """The repairs of ``speech`` against ``words``: of its uncovered stretches (``gaps``
+        when the caller has them) and of the stretches lone short words claim."""
+        if gaps is None:
+            gaps = self.gaps(speech, words)
+        out = [job for gap in gaps for job in self.jobs(gap, words, audio, audio_start, group)]
         if self.check.repair:  # unrepaired, a lone word's stretch is covered by the word
-            for gap in self.lone_gaps(speech, words, plain):
-                out += self.jobs(gap, words, audio, audio_start, group, lone=True)
+            for gap, word in self.lone_gaps(speech, words, gaps):
+                out += self.jobs(gap, words, audio, audio_start, group, lone=word)
         return out
 
     def _context(self, stretch: Span, words: list[dict[str, Any]]) -> frozenset[str]:
@@ -187,16 +188,15 @@ class RowCoverage:
         return frozenset(plain_word(w["word"]) for w in near)
 
     def jobs(self, stretch: Span, words: list[dict[str, Any]], audio: np.ndarray,
-             audio_start: float, group: int, lone: bool = False) -> list[RepairJob]:
+             audio_start: float, group: int, lone: dict[str, Any] | None = None
+             ) -> list[RepairJob]:
         """Repair decodes of ``stretch`` cut from ``audio`` (beginning at ``audio_start``):
         padded into the pauses around it short of the nearest words, at most a window each.
-        ``lone``: the stretch a lone short word claims (its repair checked for repeats)."""
-        context = self._context(stretch, words) if lone else None
-        lone_word = ""
-        if lone:  # the lone word inside is no neighbour to pad up to
-            inside = [w for w in words if stretch[0] <= (w["start"] + w["end"]) / 2 < stretch[1]]
-            lone_word = plain_word(inside[0]["word"]) if inside else ""
-            words = [w for w in words if not any(w is x for x in inside)]
+        ``lone``: the lone short word claiming the stretch (its repair checked for repeats;
+        no neighbour to pad up to)."""
+        context = None if lone is None else self._context(stretch, words)
+        if lone is not None:
+            words = [w for w in words if w is not lone]
         before = max((w["end"] for w in words if w["end"] <= stretch[0]), default=audio_start)
         after = min((w["start"] for w in words if w["start"] >= stretch[1]),
                     default=audio_start + len(audio) / self.sample_rate)
@@ -211,7 +211,8 @@ class RowCoverage:
             b = int(round((end - audio_start) * self.sample_rate))
             piece = (max(stretch[0], t), min(stretch[1], end))
             jobs.append(RepairJob(piece, t, audio[a:b].copy(), group, key=self._next_key,
-                                  context=context, lone_word=lone_word))
+                                  context=context,
+                                  lone_word="" if lone is None else plain_word(lone["word"])))
             self._next_key += 1
             t = end
         if not self.check.repair:
@@ -233,8 +234,8 @@ class RowCoverage:
 
     def outcome(self, job: RepairJob, out: RequestOutput,
                 fallback: TemperatureFallback | None) -> Piece | bool:
-        """A kept repair's piece; True: decode again at the next temperature; False: the
-        stretch stays unrepaired."""
+        """A kept repair's piece; True: decode again at the next temperature; False: nothing
+        kept (the stretch stays unrepaired, or a lone word's stays covered by the word)."""
         guard = fallback or _GUARD
         last = job.attempt + 1 >= len(REPAIR_TEMPERATURES)
         words = self._inside(job, out)
@@ -242,12 +243,10 @@ class RowCoverage:
             return self._retry(job, last)
         if guard.failed(out) is not None and not last:
             return self._retry(job, last)
+        self.pending.pop(job.key, None)
         if job.context is not None and all(plain_word(w["word"]) in job.context
                                            for w in words):
-            # It re-reads the words around the lone word: they are there already.
-            self.pending.pop(job.key, None)
-            return False
-        self.pending.pop(job.key, None)
+            return False  # it re-reads the words around the lone word: they are there
         self.repaired += 1
         tol = self.check.rules.tolerance_s
         end = job.audio_start + len(job.audio) / self.sample_rate

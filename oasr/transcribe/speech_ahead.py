@@ -52,12 +52,12 @@ def _detect(detector: Any, audios: list[np.ndarray], sample_rate: int) -> list[l
     return [detector(a, sample_rate) for a in audios]
 
 
-def _settle(items: list[tuple[np.ndarray, Future]], detector: Any, sample_rate: int) -> None:
+def _settle(items: list[tuple[np.ndarray, Future]], detector: Any, sample_rate: int) -> bool:
     """Detect the blocks of ``items`` whose futures are not cancelled and set their results;
-    a detector's error reaches every one of them."""
+    a detector's error reaches every one of them. Whether the detector ran."""
     live = [(a, f) for a, f in items if f.set_running_or_notify_cancel()]
     if not live:
-        return
+        return False
     try:
         for (_, future), spans in zip(live, _detect(detector, [a for a, _ in live],
                                                     sample_rate)):
@@ -66,6 +66,7 @@ def _settle(items: list[tuple[np.ndarray, Future]], detector: Any, sample_rate: 
         for _, future in live:
             if not future.done():
                 future.set_exception(exc)
+    return True
 
 
 class SpeechAhead:
@@ -142,10 +143,7 @@ class SpeechBatched:
     def flush(self) -> None:
         todo, self._todo = self._todo, []
         for i in range(0, len(todo), MAX_DEVICE_BATCH):
-            items = todo[i:i + MAX_DEVICE_BATCH]
-            if any(not f.cancelled() for _, f in items):
-                self.calls += 1
-            _settle(items, self.detector, self.sample_rate)
+            self.calls += _settle(todo[i:i + MAX_DEVICE_BATCH], self.detector, self.sample_rate)
 
     def close(self) -> None:
         todo, self._todo = self._todo, []

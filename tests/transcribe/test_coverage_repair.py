@@ -304,7 +304,8 @@ def test_a_device_detector_takes_the_blocks_of_many_rows_in_one_call(tmp_path):
                  subtype="FLOAT")
         rows.append(ManifestRow(f"r{i}", str(path), source=str(path)))
     outs = {}
-    for detector in (_ThreadedSpeech(), _DeviceSpeech()):
+    threaded, device = _ThreadedSpeech(), _DeviceSpeech()
+    for detector in (threaded, device):
         engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1)
         options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
                                     coverage=CoverageCheck(detector))
@@ -312,11 +313,6 @@ def test_a_device_detector_takes_the_blocks_of_many_rows_in_one_call(tmp_path):
         outs[type(detector)] = [(o.id, o.text, o.words, o.coverage) for o in got]
         assert [o.text for o in got] == ["w0 w1"] * 12  # every skipped word repaired
     assert outs[_ThreadedSpeech] == outs[_DeviceSpeech]
-    device = _DeviceSpeech()
-    engine = ScriptedEngine(lambda req, k: _is_repair(req) or k != 1)
-    options = TranscribeOptions(inputs=[], word_timestamps=True, decode_workers=0,
-                                coverage=CoverageCheck(device))
-    list(Transcriber(engine, options).run(iter(rows)))
     # Every row's block was waiting when the first window's speech was asked for: one call,
     # on the engine's (this) thread.
     assert device.batches == [12]
