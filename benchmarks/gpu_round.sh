@@ -17,6 +17,13 @@ step() {  # step NAME SECONDS CMD...
     echo "== $name rc=$? $((SECONDS - t0))s"
     tail -n "${TAIL:-6}" "$R/$name.log" | cut -c1-220
 }
+pyc_report() {  # the bytecode cache gpu_session.sh keeps: how many files, from which trees
+    local pre=${PYTHONPYCACHEPREFIX:-/none}
+    echo "cached .pyc files after: $(find "$pre" -name '*.pyc' 2>/dev/null | wc -l)" \
+        | tee "$R/pyc_after.txt"
+    find "$pre" -name '*.pyc' 2>/dev/null | sed "s|^$pre||" | cut -d/ -f1-8 | sort | uniq -c \
+        | sort -rn | head -15 | tee -a "$R/pyc_after.txt"
+}
 case "$1" in
 baseline)  # every gpu test, with the tracebacks of the failures
     TAIL=25 step pytest_gpu 420 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
@@ -167,16 +174,14 @@ detector)  # every gpu test first (the coverage detector on the GPU), then the p
         --tb=short tests
     TAIL=40 step e2e 320 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 60 --long-pieces 8 --baseline-cpu-detector
-    echo "cached .pyc files after: $(find "${PYTHONPYCACHEPREFIX:-/none}" -name '*.pyc' \
-        2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
+    pyc_report
     ;;
 detector_short)  # what a short device budget allows of `detector`: 30 minutes a manifest, no peer
     TAIL=16 step pytest_gpu 170 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
         --tb=short tests
     TAIL=40 step e2e 250 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 30 --long-pieces 8 --baseline-cpu-detector --no-transformers
-    echo "cached .pyc files after: $(find "${PYTHONPYCACHEPREFIX:-/none}" -name '*.pyc' \
-        2>/dev/null | wc -l)" | tee "$R/pyc_after.txt"
+    pyc_report
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
