@@ -63,10 +63,11 @@ class InputProcessor:
             width = min(width, self.window_samples)
         pin = self.device.type == "cuda"
         wav = torch.empty(len(requests), width, dtype=torch.float32, pin_memory=pin)
+        host = wav.numpy()  # numpy copies each row in (any dtype, read-only views too)
         for i, r in enumerate(requests):
             n = min(r.num_samples, width)
-            wav[i, :n] = torch.from_numpy(np.ascontiguousarray(r.audio[:n], dtype=np.float32))
-            wav[i, n:] = 0.0
+            host[i, :n] = r.audio[:n]
+            host[i, n:] = 0.0
         lens = torch.tensor(lengths, dtype=torch.int64)
         wav = wav.to(self.device, non_blocking=pin)
         lens = lens.to(self.device, non_blocking=pin)

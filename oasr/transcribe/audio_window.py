@@ -15,6 +15,9 @@ import numpy as np
 
 
 class ForwardAudio:
+    """Windows and peeks are read-only views: the buffer is only ever replaced, never written in
+    place, so a view stays valid (and keeps its samples alive) after the window moves on."""
+
     def __init__(self, chunks: Iterator[np.ndarray]) -> None:
         self._chunks = chunks
         self._buf = np.zeros(0, dtype=np.float32)
@@ -27,12 +30,20 @@ class ForwardAudio:
         return self._start + len(self._buf)
 
     def _fill(self, end: int) -> None:
-        while not self._eof and self.total < end:
+        parts = [self._buf] if len(self._buf) else []
+        have = self.total
+        while not self._eof and have < end:
             chunk = next(self._chunks, None)
             if chunk is None:
                 self._eof = True
                 break
-            self._buf = np.concatenate([self._buf, np.asarray(chunk, dtype=np.float32)])
+            chunk = np.asarray(chunk, dtype=np.float32)
+            parts.append(chunk)
+            have += len(chunk)
+        if len(parts) > 1:  # one copy per fill, however many chunks it took
+            self._buf = np.concatenate(parts)
+        elif parts:
+            self._buf = parts[0]
 
     def window(self, start: int, length: int) -> np.ndarray:
         """Samples ``[start, start + length)`` (fewer at the end); forgets what precedes start.
@@ -46,8 +57,7 @@ class ForwardAudio:
         drop = min(start - self._start, len(self._buf))
         self._buf = self._buf[drop:]
         self._start += drop
-        offset = start - self._start
-        return self._buf[offset:offset + length].copy()
+        return self._view(start, length)
 
     def peek(self, start: int, length: int) -> np.ndarray:
         """Samples ``[start, start + length)`` (fewer at the end) without forgetting anything:
@@ -59,8 +69,13 @@ class ForwardAudio:
         if start < self._start:
             raise ValueError(f"samples before {self._start} are forgotten ({start})")
         self._fill(start + length)
+        return self._view(start, length)
+
+    def _view(self, start: int, length: int) -> np.ndarray:
         offset = start - self._start
-        return self._buf[offset:offset + length].copy()
+        view = self._buf[offset:offset + length]
+        view.flags.writeable = False
+        return view
 
     def has_more(self, pos: int) -> bool:
         """Whether the recording has a sample at ``pos``."""

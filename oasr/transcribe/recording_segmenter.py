@@ -61,8 +61,9 @@ class RecordingSegmenter:
         wavs = [a if rate == sample_rate else resample(a, sample_rate, rate) for a in audios]
         lengths = torch.tensor([len(w) for w in wavs])
         x = torch.zeros(len(wavs), int(lengths.max()))
+        host = x.numpy()
         for i, w in enumerate(wavs):
-            x[i, : len(w)] = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
+            host[i, : len(w)] = w
         out = self.detector.detect(x, lengths, rate)
         config = replace(self.config, max_segment_s=min(self.config.max_segment_s,
                                                          max_segment_s))
