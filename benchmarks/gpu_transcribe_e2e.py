@@ -16,6 +16,8 @@ JSON, the cProfile top text and the importtime top text):
 Then times each ``oasr transcribe`` run as a subprocess (wall clock from spawn to exit, peak RSS
 from ``wait4``), with and without word timings, into a fresh output each time (no resume):
 start-up = the 1-row run's wall; steady-state RTFx = audio s / (wall(hour) - wall(1 row)).
+One more 1-row run (``one_wt_from_source``) compiles every module from source (an empty,
+unwritten bytecode cache), as a process does where no bytecode was ever written.
 Beside them, in the same session: ``oasr bench`` (the engine alone, audio decoded before timing)
 at each ``--bench-batch-sizes`` over the same short audio, with ``--compare transformers``
 (transformers' Whisper ``generate``, its own process). Finally a profile of the hour run:
@@ -399,6 +401,13 @@ def main() -> None:
     # Warm the model cache (bundle conversion, kernel JIT) so no timed run pays it.
     warm = transcribe_run("warmup_one", manifests["one"], [], args, work, env, None)
     runs: dict[str, Any] = {"warmup_one": warm}
+    # Start-up with every module compiled from source, as earlier rounds' processes ran (an
+    # empty bytecode cache that is not written to), beside the runs that load cached bytecode.
+    source_env = dict(env, PYTHONPYCACHEPREFIX=str(work / "empty_pycache"),
+                      PYTHONDONTWRITEBYTECODE="1")
+    runs["one_wt_from_source"] = transcribe_run("one_wt_from_source", manifests["one"],
+                                                ["--word-timestamps"], args, work, source_env,
+                                                refs)
     for wt, flag in (("wt", "--word-timestamps"), ("nowt", "--no-word-timestamps")):
         runs[f"one_{wt}"] = transcribe_run(f"one_{wt}", manifests["one"], [flag], args, work,
                                            env, refs)
@@ -437,6 +446,7 @@ def main() -> None:
                             "short_wt_cpudet")):
             one = runs["one_nowt" if "_nowt" in name else "one_wt"]
             summary[f"{name}_steady_rtfx"] = _steady(r, one)
+    summary["startup_s_wt_from_source"] = runs["one_wt_from_source"]["wall_s"]
     for wt in ("wt", "nowt"):
         one = runs[f"one_{wt}"]
         summary[f"startup_s_{wt}"] = one["wall_s"]
