@@ -327,6 +327,16 @@ def profile_runs(manifests: dict[str, Any], args: Any, out: Path, work: Path,
             spy.unlink()  # the per-thread summary is what comes back; the raw file is large
     else:
         res["py_spy"] = "not installed"
+    # Where the 1-row run's start-up goes (imports, device and model set-up, graph captures).
+    one_prof = work / "profile_one.prof"
+    res["cprofile_one_run"] = transcribe_run(
+        "profile_one", manifests["one"], ["--word-timestamps"], args, work, env, None,
+        python_flags=("-m", "cProfile", "-o", str(one_prof)))
+    if one_prof.exists():
+        txt = out / "profile_one.txt"
+        with txt.open("w") as fh:
+            pstats.Stats(str(one_prof), stream=fh).sort_stats("cumulative").print_stats(80)
+        res["cprofile_one_text"] = txt.name
     imp = transcribe_run("importtime_one", manifests["one"], ["--word-timestamps"], args, work,
                          env, None, python_flags=("-X", "importtime"))
     res["importtime_run"] = imp
