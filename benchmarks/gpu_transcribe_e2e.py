@@ -3,7 +3,7 @@
 Builds HF-layout Parquet manifests (``id``, ``audio`` {bytes, path}, ``text``,
 ``duration``; the audio bytes embedded) under ``WORK/data`` (``--work``, default
 ``/tmp/oasr_e2e``; runs, logs and the raw profile go there too, so ``OUT_DIR`` gets only the
-JSON, the cProfile top text and the importtime top text):
+JSON, the cProfile top texts, the 1-row run's raw profile and the importtime top text):
 
 - ``short``: the 70 LibriSpeech test-other utterances repeated, each copy with a unique id, to
   at least ``--minutes`` of audio (default 60);
@@ -337,6 +337,7 @@ def profile_runs(manifests: dict[str, Any], args: Any, out: Path, work: Path,
         with txt.open("w") as fh:
             pstats.Stats(str(one_prof), stream=fh).sort_stats("cumulative").print_stats(80)
         res["cprofile_one_text"] = txt.name
+        shutil.copy(one_prof, out / one_prof.name)  # raw, for callers and callees later
     imp = transcribe_run("importtime_one", manifests["one"], ["--word-timestamps"], args, work,
                          env, None, python_flags=("-X", "importtime"))
     res["importtime_run"] = imp

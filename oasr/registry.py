@@ -165,10 +165,32 @@ class Registry(Generic[T]):
             if self._entry_points_loaded:
                 return
             self._entry_points_loaded = True
-            for ep in metadata.entry_points(group=self.entry_point_group):
+            for ep in _entry_points(self.entry_point_group):
                 loaded = ep.load()
                 if callable(loaded) and getattr(loaded, "__oasr_plugin__", False):
                     loaded()
+
+
+_entry_point_index: dict[str, list[Any]] | None = None
+_index_lock = threading.Lock()
+
+
+def _entry_points(group: str | None) -> list[Any]:
+    """The installed entry points of ``group``. Every distribution's metadata is read once per
+    process, for all groups together: a scan per registry costs tens of milliseconds each in a
+    large environment, at every start-up."""
+    global _entry_point_index
+    with _index_lock:
+        if _entry_point_index is None:
+            found: Any = metadata.entry_points()
+            if isinstance(found, dict):  # Python < 3.12: group -> its entry points (the dict
+                # methods of that class warn; the plain dict's do not)
+                found = [ep for group in dict.values(found) for ep in group]
+            index: dict[str, list[Any]] = {}
+            for ep in found:
+                index.setdefault(ep.group, []).append(ep)
+            _entry_point_index = index
+        return list(_entry_point_index.get(group or "", []))
 
 
 def plugin(fn: Callable[[], None]) -> Callable[[], None]:

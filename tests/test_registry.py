@@ -6,6 +6,7 @@ from importlib import metadata
 
 import pytest
 
+from oasr import registry
 from oasr.registry import DuplicateNameError, Registry, UnknownNameError, plugin
 
 
@@ -82,20 +83,27 @@ def test_entry_points_are_loaded_lazily_once(monkeypatch):
         reg.register("from_plugin", 7)
 
     class FakeEP:
-        name = "fake"
+        def __init__(self, group):
+            self.group = group
 
         def load(self):
-            return register_plugin
+            return register_plugin if self.group == "oasr.test_widgets" else None
 
-    def fake_entry_points(group=None):
-        assert group == "oasr.test_widgets"
-        return [FakeEP()]
+    scans = []
+
+    def fake_entry_points():
+        scans.append(1)
+        return [FakeEP("oasr.test_widgets"), FakeEP("someone.elses")]
 
     monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
+    monkeypatch.setattr(registry, "_entry_point_index", None)
+    other: Registry[int] = Registry("gadget", entry_point_group="oasr.test_gadgets")
     assert calls == []  # nothing loaded at construction
     assert reg.get("from_plugin") == 7
     assert reg.names() == ["from_plugin"]
     assert calls == [1]
+    assert other.names() == []
+    assert scans == [1]  # the installed metadata is read once for every registry
 
 
 def test_every_axis_has_a_registry_with_loud_errors():

@@ -71,9 +71,13 @@ def ensure_bundle(src: str, architecture: str | None = None,
                                   f"Hugging Face Hub ({entry.hub_id}): {exc}") from exc
     if is_bundle(path):
         return read_bundle(path)
-    converter = detect_converter(path, architecture)
     root = cache_dir or envs.cache_dir() / "bundles"
     dst = root / _source_key(src, path)
+    if is_bundle(dst):  # converted before: no converter need be imported to find it
+        cached = read_bundle(dst)
+        if architecture is None or cached.architecture == architecture:
+            return cached
+    converter = detect_converter(path, architecture)
     if not is_bundle(dst):
         root.mkdir(parents=True, exist_ok=True)
         converter.convert(path, dst, source_label=src)

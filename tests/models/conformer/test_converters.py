@@ -397,3 +397,22 @@ def test_a_model_trained_without_chunks_has_no_chunked_mode(tmp_path):
     model.configure_chunks()  # nothing asked: fine
     with pytest.raises(ValueError, match="chunk_size: this Conformer was trained without"):
         model.configure_chunks(chunk_size=4)
+
+
+def test_a_cached_conversion_is_found_without_detecting_the_format(tmp_path, monkeypatch):
+    from oasr.models import loader
+    from oasr.registry import UnknownNameError
+
+    first = loader.ensure_bundle(str(U2PP), cache_dir=tmp_path / "cache")
+
+    def no_detection(*args, **kwargs):
+        raise AssertionError("a cached bundle needs no converter")
+
+    with monkeypatch.context() as m:
+        m.setattr(loader, "detect_converter", no_detection)
+        again = loader.ensure_bundle(str(U2PP), cache_dir=tmp_path / "cache")
+        again_named = loader.ensure_bundle(str(U2PP), "conformer", cache_dir=tmp_path / "cache")
+    assert again.path == first.path == again_named.path
+    # Another architecture asked of the same folder is still detected (and refused) as before.
+    with pytest.raises(UnknownNameError):
+        loader.ensure_bundle(str(U2PP), "no-such-architecture", cache_dir=tmp_path / "cache")
