@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -182,6 +182,14 @@ detector_short)  # what a short device budget allows of `detector`: 30 minutes a
         --tb=short tests
     TAIL=40 step e2e 250 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
         --minutes 30 --long-pieces 8 --baseline-cpu-detector --no-transformers
+    pyc_report
+    ;;
+steady)  # the transcribe-path gpu tests, then the product path on 3 hours a manifest (>= 10 s
+    # of timed wall a point), the engine and transformers' generate on the same audio
+    TAIL=12 step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
+        --tb=short tests/transcribe tests/engine tests/api tests/test_registry.py
+    TAIL=40 step e2e 420 python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" --data "$K" \
+        --minutes 180 --long-pieces 8 --bench-batch-sizes 64,256
     pyc_report
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
