@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import json
 import os
 import platform
@@ -282,12 +283,34 @@ def py_spy_summary(path: Path, top: int = 25) -> list[dict[str, Any]]:
                 incl[i] = incl.get(i, 0) + w
             if stack:
                 own[stack[-1]] = own.get(stack[-1], 0) + w
-        threads.append({
+        entry = {
             "thread": prof.get("name"), "seconds": round(total, 2),
             "inclusive": [[name(i), round(w / total, 3)] for i, w in
                           sorted(incl.items(), key=lambda x: -x[1])[:top]],
             "self": [[name(i), round(w / total, 3)] for i, w in
-                     sorted(own.items(), key=lambda x: -x[1])[:top]]})
+                     sorted(own.items(), key=lambda x: -x[1])[:top]]}
+        # The transcription loop alone (start-up and teardown left out), deeper: where the
+        # engine's thread spends the steady phase.
+        loop = [k for k, f in enumerate(frames) if f.get("name") == "Transcriber.run_ticks"]
+        if loop:
+            loop_set = set(loop)
+            li: dict[int, float] = {}
+            lo: dict[int, float] = {}
+            lt = 0.0
+            for stack, w in zip(samples, weights):
+                if not loop_set.intersection(stack):
+                    continue
+                lt += w
+                for i in set(stack):
+                    li[i] = li.get(i, 0) + w
+                lo[stack[-1]] = lo.get(stack[-1], 0) + w
+            if lt:
+                entry["loop_seconds"] = round(lt, 2)
+                entry["loop_inclusive"] = [[name(i), round(w / lt, 3)] for i, w in
+                                           sorted(li.items(), key=lambda x: -x[1])[:3 * top]]
+                entry["loop_self"] = [[name(i), round(w / lt, 3)] for i, w in
+                                      sorted(lo.items(), key=lambda x: -x[1])[:2 * top]]
+        threads.append(entry)
     threads.sort(key=lambda t: -t["seconds"])
     return threads
 
@@ -324,7 +347,9 @@ def profile_runs(manifests: dict[str, Any], args: Any, out: Path, work: Path,
         spy = out / "py_spy_short.json"
         if spy.exists():
             res["py_spy_threads"] = py_spy_summary(spy)
-            spy.unlink()  # the per-thread summary is what comes back; the raw file is large
+            with spy.open("rb") as src, gzip.open(f"{spy}.gz", "wb") as dst:
+                shutil.copyfileobj(src, dst)  # the raw samples, compressed, for later questions
+            spy.unlink()
     else:
         res["py_spy"] = "not installed"
     # Where the 1-row run's start-up goes (imports, device and model set-up, graph captures).
