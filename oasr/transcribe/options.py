@@ -110,7 +110,9 @@ class ModelOptions:
                                "machine with an NVIDIA GPU install a CUDA build of torch "
                                f"({CUDA_TORCH})")
         index = int(self.device.split(":")[1]) if ":" in self.device else 0
-        if index >= torch.cuda.device_count():
+        # Before CUDA is initialised torch counts devices through NVML, loaded and initialised
+        # at every call (0.18 s of an H100 host's start-up); a first device needs no count.
+        if index > 0 and index >= torch.cuda.device_count():
             count = torch.cuda.device_count()
             raise OptionsError("device", f" {self.device}: this machine has {count} CUDA "
                                f"device(s), cuda:0 to cuda:{count - 1}")

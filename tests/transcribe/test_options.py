@@ -19,6 +19,7 @@ from oasr.transcribe.options import (
     SEARCH_OPTIONS,
     DecodeOptions,
     FallbackOptions,
+    ModelOptions,
     OptionsError,
     RunKeywords,
     RunOptions,
@@ -207,3 +208,23 @@ def test_entry_points_take_the_quantization(entry_setup):
         "--quantization", "int4"])
     assert bad.exit_code == 2
     assert "--quantization int4: unknown quantization" in bad.output
+
+
+def test_the_device_check_counts_devices_only_for_an_index_past_the_first(monkeypatch):
+    import torch
+
+    counted = []
+
+    def count() -> int:
+        counted.append(1)
+        return 2
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", count)
+    ModelOptions(device="cuda").check_device()
+    ModelOptions(device="cuda:0").check_device()
+    assert counted == []  # is_available already says there is a first device
+    ModelOptions(device="cuda:1").check_device()
+    with pytest.raises(OptionsError, match="cuda:0 to cuda:1"):
+        ModelOptions(device="cuda:2").check_device()
+    assert counted
