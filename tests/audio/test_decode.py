@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import re
 from pathlib import Path
 
@@ -413,3 +414,24 @@ def test_bad_arguments_are_not_decode_errors(tmp_path: Path) -> None:
 def test_describe_source() -> None:
     assert describe_source(b"abc") == "<bytes, 3 bytes>"
     assert describe_source(Path("/a/b.wav")) == "/a/b.wav"
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd (Linux)")
+def test_bytes_are_read_from_an_in_memory_file_and_leave_no_descriptor(monkeypatch) -> None:
+    data = _flac_bytes()
+    before = _open_descriptors()
+    in_memory = load_audio(data)
+    chunks = np.concatenate(list(iter_audio_chunks(data, chunk_seconds=0.25)))
+    assert _open_descriptors() == before
+    for bad in (data[: len(data) // 2], data[:60]):
+        with pytest.raises(AudioDecodeError):
+            load_audio(bad)
+    assert _open_descriptors() == before
+    # The same samples as libsndfile reading a file object (where there is no memfd).
+    monkeypatch.delattr(readers.os, "memfd_create")
+    np.testing.assert_array_equal(in_memory, load_audio(data))
+    np.testing.assert_array_equal(chunks, in_memory)
