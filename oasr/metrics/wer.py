@@ -37,6 +37,7 @@ __all__ = [
     "get_normalizer",
     "normalizer_names",
     "score",
+    "word_errors",
 ]
 
 Normalizer = Callable[[str], str]
@@ -217,6 +218,21 @@ def _count(alignments: Iterable[Sequence[Any]], output: Any) -> _Counts:
         per_sentence.append(errors)
     return _Counts(output.hits, output.substitutions, output.deletions, output.insertions,
                    per_sentence)
+
+
+def word_errors(ref: str, hyp: str, normalizer: str = "whisper") -> tuple[int, int]:
+    """One utterance's (word errors, reference words), counted as :func:`score` counts them
+    (an empty reference: every hypothesis word an insertion), without the character alignment
+    ``score`` also computes: what a running figure needs, row by row."""
+    import jiwer
+
+    norm = get_normalizer(normalizer)
+    ref_text, hyp_text = norm(ref), norm(hyp)
+    if not ref_text:
+        return len(hyp_text.split()), 0
+    out = jiwer.process_words(ref_text, hyp_text)
+    return out.substitutions + out.deletions + out.insertions, (
+        out.hits + out.substitutions + out.deletions)
 
 
 def score(
