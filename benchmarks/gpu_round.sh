@@ -185,12 +185,14 @@ detector_short)  # what a short device budget allows of `detector`: 30 minutes a
     pyc_report
     ;;
 steady)  # the transcribe-path gpu tests, then the product path on MINUTES (default 150) a
-    # manifest, the engine and transformers' generate on the same audio; PYTEST_S / E2E_S bound
+    # manifest (and the short runs with a 1-ms GIL switch interval), the engine and transformers'
+    # generate on the same audio; PYTEST_S / E2E_S bound
     # the two steps for a short device budget
     TAIL=12 step pytest_gpu "${PYTEST_S:-100}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests/transcribe tests/api tests/test_registry.py
     TAIL=40 step e2e "${E2E_S:-290}" python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" \
-        --data "$K" --minutes "${MINUTES:-150}" --long-pieces 8 --bench-batch-sizes 64,256
+        --data "$K" --minutes "${MINUTES:-150}" --long-pieces 8 --bench-batch-sizes 64,256 \
+        --also-switch-interval-ms 1
     pyc_report
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)

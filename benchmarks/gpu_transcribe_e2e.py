@@ -411,6 +411,9 @@ def main() -> None:
                     help="also the words-on short (at each --also-batch-sizes too) and many-long "
                          "runs with the coverage detector on the CPU "
                          "(benchmarks/coverage_on_cpu.py)")
+    ap.add_argument("--also-switch-interval-ms", type=float, default=None,
+                    help="also the short runs, words on and off, with the GIL switch interval "
+                         "set to this (benchmarks/switch_interval.py)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/oasr_e2e"),
                     help="scratch folder for manifests, runs, logs and the raw profile (kept "
                          "out of OUT_DIR, which gets only the JSON and the profile top texts)")
@@ -469,6 +472,13 @@ def main() -> None:
             runs["long_many_wt_cpudet"] = transcribe_run(
                 "long_many_wt_cpudet", manifests["long_many"], ["--word-timestamps"], args, work,
                 env, None, launcher=cpu)
+    if args.also_switch_interval_ms is not None:  # the same short runs, the GIL handed over sooner
+        launcher = str(Path(__file__).resolve().parent / "switch_interval.py")
+        switch_env = dict(env, OASR_BENCH_SWITCH_MS=str(args.also_switch_interval_ms))
+        for wt, flag in (("wt", "--word-timestamps"), ("nowt", "--no-word-timestamps")):
+            runs[f"short_{wt}_switch"] = transcribe_run(
+                f"short_{wt}_switch", manifests["short"], [flag], args, work, switch_env, refs,
+                launcher=launcher)
     if "long_many" in manifests:
         runs["long_many_wt_vad"] = transcribe_run(
             "long_many_wt_vad", manifests["long_many"], ["--word-timestamps", "--vad", "silero"],
@@ -479,7 +489,7 @@ def main() -> None:
     summary = {}
     for name, r in runs.items():  # the extra arms, against the start-up of their words setting
         if name.startswith(("short_wt_b", "short_nowt_b", "long_many", "long_wt_vad",
-                            "short_wt_cpudet")):
+                            "short_wt_cpudet", "short_wt_switch", "short_nowt_switch")):
             one = runs["one_nowt" if "_nowt" in name else "one_wt"]
             summary[f"{name}_steady_rtfx"] = _steady(r, one)
     summary["startup_s_wt_from_source"] = runs["one_wt_from_source"]["wall_s"]
