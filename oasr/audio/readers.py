@@ -455,6 +455,10 @@ def _soundfile_from_bytes(data: bytes, label: str) -> SoundFileReader:
     try:
         # libsndfile opens its own descriptor; the file lives as long as one is open.
         return SoundFileReader(f"/proc/self/fd/{fd}", label)
+    except (sf.LibsndfileError, RuntimeError, OSError):
+        # Out of descriptors (many long rows open at once), or bytes libsndfile cannot read:
+        # the file object, which needs no descriptor, decides as before.
+        return SoundFileReader(io.BytesIO(data), label)
     finally:
         os.close(fd)
 

@@ -435,3 +435,21 @@ def test_bytes_are_read_from_an_in_memory_file_and_leave_no_descriptor(monkeypat
     monkeypatch.delattr(readers.os, "memfd_create")
     np.testing.assert_array_equal(in_memory, load_audio(data))
     np.testing.assert_array_equal(chunks, in_memory)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd (Linux)")
+def test_bytes_the_in_memory_file_cannot_open_are_read_from_a_file_object(monkeypatch) -> None:
+    data = _flac_bytes()
+    expected = load_audio(data)
+    real = readers.SoundFileReader
+    opened = []
+
+    def out_of_descriptors(file, label):
+        opened.append(type(file).__name__)
+        if isinstance(file, str):
+            raise RuntimeError("Error opening: Too many open files")
+        return real(file, label)
+
+    monkeypatch.setattr(readers, "SoundFileReader", out_of_descriptors)
+    np.testing.assert_array_equal(load_audio(data), expected)
+    assert opened == ["str", "BytesIO"]
