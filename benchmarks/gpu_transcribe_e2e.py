@@ -474,7 +474,7 @@ def main() -> None:
                 env, None, launcher=cpu)
     if args.also_switch_interval_ms is not None:  # the same short runs, the GIL handed over sooner
         launcher = str(Path(__file__).resolve().parent / "switch_interval.py")
-        switch_env = dict(env, OASR_BENCH_SWITCH_MS=str(args.also_switch_interval_ms))
+        switch_env = dict(env, GIL_SWITCH_MS=str(args.also_switch_interval_ms))
         for wt, flag in (("wt", "--word-timestamps"), ("nowt", "--no-word-timestamps")):
             runs[f"short_{wt}_switch"] = transcribe_run(
                 f"short_{wt}_switch", manifests["short"], [flag], args, work, switch_env, refs,
