@@ -423,9 +423,18 @@ def _open_descriptors() -> int:
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd (Linux)")
 def test_bytes_are_read_from_an_in_memory_file_and_leave_no_descriptor(monkeypatch) -> None:
     data = _flac_bytes()
+    real = readers.SoundFileReader
+    given = []
+
+    def recording(file, label):
+        given.append(type(file).__name__)
+        return real(file, label)
+
+    monkeypatch.setattr(readers, "SoundFileReader", recording)
     before = _open_descriptors()
     in_memory = load_audio(data)
     chunks = np.concatenate(list(iter_audio_chunks(data, chunk_seconds=0.25)))
+    assert given == ["str", "str"]  # the in-memory file's path, never a file object
     assert _open_descriptors() == before
     for bad in (data[: len(data) // 2], data[:60]):
         with pytest.raises(AudioDecodeError):
