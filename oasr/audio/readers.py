@@ -9,6 +9,7 @@ how much sits in memory at once.
 from __future__ import annotations
 
 import io
+import logging
 import os
 from typing import Any
 
@@ -17,6 +18,8 @@ import soundfile as sf
 
 from oasr.audio.errors import AudioDecodeError, AudioSource, describe_source
 from oasr.audio.native_stderr import native_stderr_silenced
+
+logger = logging.getLogger("oasr.audio")
 
 FIX_CORRUPT = "re-download the file or re-encode it (e.g. ffmpeg -i IN -ar 16000 OUT.flac)"
 FIX_FORMAT = (
@@ -455,12 +458,26 @@ def _soundfile_from_bytes(data: bytes, label: str) -> SoundFileReader:
     try:
         # libsndfile opens its own descriptor; the file lives as long as one is open.
         return SoundFileReader(f"/proc/self/fd/{fd}", label)
-    except (sf.LibsndfileError, RuntimeError, OSError):
+    except (sf.LibsndfileError, RuntimeError, OSError) as err:
         # Out of descriptors (many long rows open at once), or bytes libsndfile cannot read:
         # the file object, which needs no descriptor, decides as before.
-        return SoundFileReader(io.BytesIO(data), label)
+        reader = SoundFileReader(io.BytesIO(data), label)
+        _slow_path_once(err)  # it read them: the in-memory file was what failed
+        return reader
     finally:
         os.close(fd)
+
+
+_slow_path_said = False
+
+
+def _slow_path_once(err: Exception) -> None:
+    global _slow_path_said
+    if not _slow_path_said:
+        _slow_path_said = True
+        logger.warning("audio bytes are being decoded through a file object, slower beside a "
+                       "busy thread: the in-memory file could not be opened (%s); if it says "
+                       "too many open files, raise the limit (ulimit -n)", _sf_message(err))
 
 
 def _check_path(path: str, label: str) -> None:

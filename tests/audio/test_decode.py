@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import os
 import re
@@ -447,7 +448,8 @@ def test_bytes_are_read_from_an_in_memory_file_and_leave_no_descriptor(monkeypat
 
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd (Linux)")
-def test_bytes_the_in_memory_file_cannot_open_are_read_from_a_file_object(monkeypatch) -> None:
+def test_bytes_the_in_memory_file_cannot_open_are_read_from_a_file_object(
+        monkeypatch, caplog) -> None:
     data = _flac_bytes()
     expected = load_audio(data)
     real = readers.SoundFileReader
@@ -460,5 +462,13 @@ def test_bytes_the_in_memory_file_cannot_open_are_read_from_a_file_object(monkey
         return real(file, label)
 
     monkeypatch.setattr(readers, "SoundFileReader", out_of_descriptors)
-    np.testing.assert_array_equal(load_audio(data), expected)
-    assert opened == ["str", "BytesIO"]
+    monkeypatch.setattr(readers, "_slow_path_said", False)
+    with pytest.raises(AudioDecodeError):  # unreadable either way: no word of a slow path
+        load_audio(data[:60])
+    assert not readers._slow_path_said
+    with caplog.at_level(logging.WARNING, logger="oasr.audio"):
+        np.testing.assert_array_equal(load_audio(data), expected)
+        np.testing.assert_array_equal(load_audio(data), expected)
+    assert opened[-4:] == ["str", "BytesIO", "str", "BytesIO"]
+    said = [r.getMessage() for r in caplog.records if r.name == "oasr.audio"]
+    assert len(said) == 1 and "Too many open files" in said[0]  # once a process
