@@ -35,6 +35,10 @@ import pyarrow.parquet as pq
 import soundfile as sf
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from oasr.audio.readers import _memory_file  # noqa: E402
+
 MANIFEST = REPO / "manifests" / "librispeech-test-other-70.parquet"
 
 
@@ -44,11 +48,8 @@ def _bytesio(data: bytes):
 
 
 def _memfd(data: bytes):
-    fd = os.memfd_create("oasr-audio")
+    fd = _memory_file(data)  # the reader's own in-memory file
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
         with sf.SoundFile(f"/proc/self/fd/{fd}") as f:
             return f.read(dtype="float32")
     finally:

@@ -451,7 +451,7 @@ def _soundfile_from_bytes(data: bytes, label: str) -> SoundFileReader:
     """libsndfile over a file's bytes. From a file object it calls back into Python for every
     read, and each callback must take the GIL: beside a thread busy in Python, decoding threads
     wait up to a switch interval per callback (benchmarks/cpu_decode_contention.py: 70 rows in
-    10.9 s that way, 1.7 s from an in-memory file, which is read with plain system calls)."""
+    6-11 s that way, under 2 s from an in-memory file, which is read with plain system calls)."""
     fd = _memory_file(data)
     if fd is None:
         return SoundFileReader(io.BytesIO(data), label)
