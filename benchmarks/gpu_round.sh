@@ -186,8 +186,7 @@ detector_short)  # what a short device budget allows of `detector`: 30 minutes a
     ;;
 steady)  # the transcribe-path gpu tests, then the product path on MINUTES (default 150) a
     # manifest (and the short runs with a 1-ms GIL switch interval), the engine and transformers'
-    # generate on the same audio; PYTEST_S / E2E_S bound
-    # the two steps for a short device budget
+    # generate on the same audio; PYTEST_S / E2E_S bound the two steps for a short budget
     TAIL=12 step pytest_gpu "${PYTEST_S:-100}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests/transcribe tests/api tests/test_registry.py
     TAIL=40 step e2e "${E2E_S:-290}" python3 benchmarks/gpu_transcribe_e2e.py "$R/e2e" \

@@ -175,7 +175,7 @@ _entry_point_index: dict[str, list[Any]] | None = None
 _index_lock = threading.Lock()
 
 
-def _entry_points(group: str | None) -> list[Any]:
+def _entry_points(group: str) -> list[Any]:
     """The installed entry points of ``group``. Every distribution's metadata is read once per
     process, for all groups together: a scan per registry costs tens of milliseconds each in a
     large environment, at every start-up."""
@@ -190,7 +190,7 @@ def _entry_points(group: str | None) -> list[Any]:
             for ep in found:
                 index.setdefault(ep.group, []).append(ep)
             _entry_point_index = index
-        return list(_entry_point_index.get(group or "", []))
+        return list(_entry_point_index.get(group, []))
 
 
 def plugin(fn: Callable[[], None]) -> Callable[[], None]:
