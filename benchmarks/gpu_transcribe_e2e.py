@@ -264,52 +264,44 @@ def bench_run(manifests: dict[str, Any], args: Any, out: Path, env: dict[str, st
 
 def py_spy_summary(path: Path, top: int = 25) -> list[dict[str, Any]]:
     """Per sampled thread of a py-spy speedscope file: its sampled seconds and the frames with the
-    most of them, inclusive (on the stack) and self (innermost), idle waits included."""
+    most of them, inclusive (on the stack) and self (innermost), idle waits included; for the
+    thread that runs the transcription loop, the same inside the loop alone (``loop_*``, start-up
+    and teardown left out, deeper: where the engine's thread spends the steady phase)."""
     doc = json.loads(path.read_text())
     frames = doc["shared"]["frames"]
+    loop = {k for k, f in enumerate(frames) if f.get("name") == "Transcriber.run_ticks"}
 
     def name(i: int) -> str:
         f = frames[i]
         return f"{f.get('name')} ({Path(f.get('file') or '?').name}:{f.get('line')})"
 
-    threads = []
-    for prof in doc["profiles"]:
-        samples, weights = prof.get("samples", []), prof.get("weights", [])
-        total = sum(weights) or 1
+    def tally(stacks: list[tuple[list[int], float]], n_incl: int, n_self: int
+              ) -> tuple[float, list, list]:
+        total = sum(w for _, w in stacks)
         incl: dict[int, float] = {}
         own: dict[int, float] = {}
-        for stack, w in zip(samples, weights):
+        for stack, w in stacks:
             for i in set(stack):
                 incl[i] = incl.get(i, 0) + w
             if stack:
                 own[stack[-1]] = own.get(stack[-1], 0) + w
-        entry = {
-            "thread": prof.get("name"), "seconds": round(total, 2),
-            "inclusive": [[name(i), round(w / total, 3)] for i, w in
-                          sorted(incl.items(), key=lambda x: -x[1])[:top]],
-            "self": [[name(i), round(w / total, 3)] for i, w in
-                     sorted(own.items(), key=lambda x: -x[1])[:top]]}
-        # The transcription loop alone (start-up and teardown left out), deeper: where the
-        # engine's thread spends the steady phase.
-        loop = [k for k, f in enumerate(frames) if f.get("name") == "Transcriber.run_ticks"]
-        if loop:
-            loop_set = set(loop)
-            li: dict[int, float] = {}
-            lo: dict[int, float] = {}
-            lt = 0.0
-            for stack, w in zip(samples, weights):
-                if not loop_set.intersection(stack):
-                    continue
-                lt += w
-                for i in set(stack):
-                    li[i] = li.get(i, 0) + w
-                lo[stack[-1]] = lo.get(stack[-1], 0) + w
-            if lt:
-                entry["loop_seconds"] = round(lt, 2)
-                entry["loop_inclusive"] = [[name(i), round(w / lt, 3)] for i, w in
-                                           sorted(li.items(), key=lambda x: -x[1])[:3 * top]]
-                entry["loop_self"] = [[name(i), round(w / lt, 3)] for i, w in
-                                      sorted(lo.items(), key=lambda x: -x[1])[:2 * top]]
+
+        def ranked(d: dict[int, float], n: int) -> list:
+            return [[name(i), round(w / (total or 1), 3)]
+                    for i, w in sorted(d.items(), key=lambda x: -x[1])[:n]]
+
+        return total, ranked(incl, n_incl), ranked(own, n_self)
+
+    threads = []
+    for prof in doc["profiles"]:
+        stacks = list(zip(prof.get("samples", []), prof.get("weights", [])))
+        total, incl, own = tally(stacks, top, top)
+        entry = {"thread": prof.get("name"), "seconds": round(total, 2), "inclusive": incl,
+                 "self": own}
+        in_loop = [(st, w) for st, w in stacks if loop.intersection(st)]
+        if in_loop:
+            lt, li, lo = tally(in_loop, 3 * top, 2 * top)
+            entry.update(loop_seconds=round(lt, 2), loop_inclusive=li, loop_self=lo)
         threads.append(entry)
     threads.sort(key=lambda t: -t["seconds"])
     return threads
