@@ -88,6 +88,6 @@ class OutputThread:
                 out, ref = item
                 self.writer.write(out)
                 if ref is not None and self.wer is not None and not out.error:
-                    self.wer.add(out.id, ref, out.text or "")
+                    self.wer.add(ref, out.text or "")
             except BaseException as exc:
                 self._error = exc

@@ -43,7 +43,7 @@ class RunStats:
             self.finish_reasons[out.finish_reason] = (
                 self.finish_reasons.get(out.finish_reason, 0) + 1)
         if ref is not None:
-            self.wer.add(out.id, ref, out.text or "")
+            self.wer.add(ref, out.text or "")
 
     @property
     def rtfx(self) -> float:

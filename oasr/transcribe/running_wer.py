@@ -18,7 +18,7 @@ class RunningWer:
     ref_words: int = 0
     rows: int = 0
 
-    def add(self, row_id: str, ref: str, hyp: str) -> None:
+    def add(self, ref: str, hyp: str) -> None:
         errors, ref_words = word_errors(ref, hyp, normalizer=self.normalizer)
         self.errors += errors
         self.ref_words += ref_words

@@ -15,7 +15,7 @@ def test_running_wer_equals_the_corpus_score() -> None:
             "e": "uh", "f": "mister smith paid twenty dollars at three", "g": "f e d c b a"}
     running = RunningWer()
     for k in refs:
-        running.add(k, refs[k], hyps[k])
+        running.add(refs[k], hyps[k])
     corpus = score(refs, hyps)
     assert running.rows == len(refs)
     assert running.errors == corpus.errors and running.ref_words == corpus.ref_words
