@@ -8,6 +8,7 @@ how much sits in memory at once.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -427,11 +428,17 @@ def open_reader(source: AudioSource) -> NativeReader:
         ) from err
 
 
+@functools.cache
+def _proc_fd() -> bool:
+    """Whether a descriptor can be opened by path here (/proc mounted): checked once."""
+    return os.path.isdir("/proc/self/fd")
+
+
 def _memory_file(data: bytes) -> int | None:
     """A descriptor of an anonymous in-memory file holding ``data`` (Linux ``memfd``), or None
     where the platform has none."""
     create = getattr(os, "memfd_create", None)
-    if create is None or not os.path.isdir("/proc/self/fd"):
+    if create is None or not _proc_fd():
         return None
     try:
         fd = create("oasr-audio", getattr(os, "MFD_CLOEXEC", 0))
