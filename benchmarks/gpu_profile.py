@@ -2,6 +2,9 @@
 
     python benchmarks/gpu_profile.py --bundle DIR --audio audio70.npz --batch 64 --out prof.txt
 
+``--bundle`` takes any source ``oasr transcribe -m`` takes (default: the packaged Whisper
+tiny.en); ``--dtype`` the engine's dtype (fp16, bf16, fp32).
+
 Writes the top operators by self CUDA time and by CPU time, and the wall split between the
 encoder forward (``ModelRunner.forward``) and everything else (decoder steps, admission,
 output), measured with device syncs around the encoder in a separate, unprofiled pass.
@@ -21,7 +24,8 @@ SR = 16000
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--bundle", default="whisper-tiny.en")
+    ap.add_argument("--dtype", default="fp16", choices=("fp16", "bf16", "fp32"))
     ap.add_argument("--audio", type=Path, required=True)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--out", type=Path, required=True)
@@ -38,7 +42,7 @@ def main() -> None:
         rows.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
         pos += n
     rows = rows * 4
-    engine = ASREngine(EngineConfig(device="cuda", dtype="fp16", max_batch_size=args.batch,
+    engine = ASREngine(EngineConfig(device="cuda", dtype=args.dtype, max_batch_size=args.batch,
                                     max_decode_slots=max(256, args.batch)),
                        loaded=load_pretrained(args.bundle))
 

@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -193,6 +193,19 @@ steady)  # the transcribe-path gpu tests, then the product path on MINUTES (defa
         --data "$K" --minutes "${MINUTES:-150}" --long-pieces 8 --bench-batch-sizes 64,256 \
         --also-switch-interval-ms 1
     pyc_report
+    ;;
+record_a)  # every gpu test first, then the benchmark of record for the Whisper families
+    # (tiny.en real weights, the large-v3-turbo shape), each beside transformers
+    TAIL=16 step pytest_gpu "${PYTEST_S:-160}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+        -rfEs --tb=short tests
+    TAIL=60 step record "${RECORD_S:-410}" python3 benchmarks/gpu_record.py "$R/record" \
+        --data "$K" --families whisper_tiny_en,whisper_large_v3_turbo --profile --py-spy
+    pyc_report
+    ;;
+record_b)  # the benchmark of record for the transducer / CTC families (Parakeet beside
+    # transformers, the icefall Zipformer-large shape)
+    TAIL=60 step record "${RECORD_S:-570}" python3 benchmarks/gpu_record.py "$R/record" \
+        --data "$K" --families parakeet_tdt,parakeet_ctc,zipformer_large --profile --py-spy
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
