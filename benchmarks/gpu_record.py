@@ -16,8 +16,8 @@ For each ``--families`` entry (``FAMILIES``), in one process per command:
    ``oasr bench --compare PEER`` (transformers, its own process, same weights, same audio) on
    fewer minutes: the peer runs an eighth of the audio (the targets ask ours >= 8x the peer);
 5. where the time goes: ``benchmarks/gpu_profile.py`` on the bundle (torch.profiler over one
-   engine pass: top CUDA kernels, the encoder's share of the wall) and, with ``--py-spy``, the
-   words-on run of the short rows sampled per thread.
+   engine pass: top CUDA kernels, the encoder's share of the wall) and, for the ``--py-spy``
+   families, the words-on run of the short rows sampled per thread.
 
 Every run's record is appended to ``OUT_DIR/runs.jsonl`` as it finishes (a call cut short by a
 time limit keeps what ran); ``OUT_DIR/gpu_record.json`` holds the summary table per family.
@@ -333,7 +333,8 @@ def run_family(name: str, fam: Family, args: Any, runner: Runner, manifests: Man
         res["kernel_profile"] = runner.record(name, "kernel_profile",
                                               runner.command(name, "kernel_profile", cmd))
         res["kernel_profile"]["text"] = prof_txt.name
-    if args.py_spy and shutil.which("py-spy"):
+    spied = args.py_spy.split(",")
+    if (name in spied or "all" in spied) and shutil.which("py-spy"):
         spy = runner.out / f"py_spy_{name}.json"
         out = runner.work / "runs" / name / "py_spy.parquet"
         r = runner.command(name, "py_spy", [
@@ -401,8 +402,9 @@ def main() -> None:
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--profile", action="store_true",
                     help="benchmarks/gpu_profile.py per family (CUDA only)")
-    ap.add_argument("--py-spy", action="store_true",
-                    help="py-spy over the words-on short run per family")
+    ap.add_argument("--py-spy", default="",
+                    help="comma list of families (or 'all'): py-spy over their words-on short "
+                         "run, per thread")
     ap.add_argument("--work", type=Path, default=Path("/tmp/oasr_record"))
     args = ap.parse_args()
     names = [n for n in args.families.split(",") if n]

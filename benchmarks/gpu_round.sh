@@ -199,13 +199,15 @@ record_a)  # every gpu test first, then the benchmark of record for the Whisper 
     TAIL=16 step pytest_gpu "${PYTEST_S:-160}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests
     TAIL=60 step record "${RECORD_S:-410}" python3 benchmarks/gpu_record.py "$R/record" \
-        --data "$K" --families whisper_tiny_en,whisper_large_v3_turbo --profile --py-spy
+        --data "$K" --families whisper_tiny_en,whisper_large_v3_turbo --profile \
+        --py-spy whisper_tiny_en
     pyc_report
     ;;
 record_b)  # the benchmark of record for the transducer / CTC families (Parakeet beside
     # transformers, the icefall Zipformer-large shape)
     TAIL=60 step record "${RECORD_S:-570}" python3 benchmarks/gpu_record.py "$R/record" \
-        --data "$K" --families parakeet_tdt,parakeet_ctc,zipformer_large --profile --py-spy
+        --data "$K" --families parakeet_tdt,parakeet_ctc,zipformer_large --profile \
+        --py-spy parakeet_tdt
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
