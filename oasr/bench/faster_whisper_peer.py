@@ -39,6 +39,8 @@ def ct2_model_dir(source: str) -> Path:
 class FasterWhisperPeer:
     """Greedy batch transcription with faster-whisper / CTranslate2."""
 
+    features = "faster-whisper FeatureExtractor (cpu)"
+
     def __init__(self, model_dir: str | Path, device: str = "cpu",
                  compute_type: str = "float32", max_new_tokens: int = 224,
                  threads: int = 0) -> None:

@@ -30,6 +30,7 @@ class PeerJob:
     repeat_minutes: float | None
     clips: list[BenchClip]
     threads: int = 0  # CPU threads (torch's and the peer's own pool); 0: their defaults
+    architecture: str = ""  # the model's (ours loaded it): picks the transformers peer's family
 
 
 def _work(job: PeerJob) -> list[dict[str, Any]]:
@@ -48,7 +49,7 @@ def _work(job: PeerJob) -> list[dict[str, Any]]:
         import transformers
 
         transformers.logging.set_verbosity_error()
-    if peer_needs_weights(job.peer):
+    if peer_needs_weights(job.peer, job.architecture):
         from oasr.models.loader import load_pretrained
 
         lm = load_pretrained(job.model or None)

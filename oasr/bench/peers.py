@@ -1,7 +1,8 @@
-"""Peer systems ``oasr bench`` measures ours against: transformers' Whisper ``generate`` and
+"""Peer systems ``oasr bench`` measures ours against: transformers' ``generate`` (Whisper here;
+Parakeet CTC / TDT in ``oasr.bench.parakeet_peer``, chosen by the model's architecture) and
 faster-whisper (CTranslate2, ``oasr.bench.faster_whisper_peer``).
 
-The peer holds *our* converted weights (``oasr.models.loader.load_pretrained``) loaded into
+The Whisper peer holds *our* converted weights (``oasr.models.loader.load_pretrained``) loaded into
 transformers' ``WhisperForConditionalGeneration``, so it differs from our engine only in the
 implementation, never in the checkpoint. Decoding is greedy with our config's prompt and
 suppression lists (a precomputed-mask ``LogitsProcessor``, same tokens as transformers' own);
@@ -17,14 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from oasr.bench.parakeet_peer import PARAKEET_ARCHITECTURES
 from oasr.engine.config import DEFAULT_MAX_NEW_TOKENS
 
 __all__ = [
     "MAX_NEW_TOKENS",
     "PEERS",
     "SuppressMask",
+    "TRANSFORMERS_ARCHITECTURES",
     "TransformersWhisper",
     "build_peer",
+    "check_transformers_peer",
     "build_transformers_whisper",
     "suppress_processors",
     "whisper_feature_extractor",
@@ -153,6 +157,7 @@ class TransformersWhisper:
     """
 
     name = "transformers"
+    features = "transformers WhisperFeatureExtractor (cpu)"
 
     def __init__(self, lm: Any, device: str = "cpu", dtype: Any = None,
                  attn_implementation: str | None = None,
@@ -199,15 +204,35 @@ class TransformersWhisper:
         return self.transcribe_with_counts(audios)[0]
 
 
-def _transformers_peer(lm: Any, device: str, dtype: Any, max_new_tokens: int
-                       ) -> TransformersWhisper:
+def check_transformers_peer(architecture: str, source: str) -> None:
+    """ValueError when the transformers peer cannot run ``architecture`` from ``source`` (what
+    ``--model`` named): an architecture it has no peer for, or a Parakeet source that is not a
+    transformers checkpoint folder."""
+    from oasr.bench.parakeet_peer import parakeet_folder
+
+    if architecture in PARAKEET_ARCHITECTURES:
+        parakeet_folder(source)
+    elif architecture and architecture != "whisper":
+        raise ValueError(f"the transformers peer runs {', '.join(TRANSFORMERS_ARCHITECTURES)} "
+                         f"models; {source or 'the model'} is {architecture!r}")
+
+
+def _transformers_peer(lm: Any, device: str, dtype: Any, max_new_tokens: int,
+                       source: str = "") -> Any:
+    """Whisper on ``lm``'s weights; Parakeet from ``source``'s transformers folder (``lm`` None:
+    the caller did not load ours, ``peer_needs_weights``). ValueError for any other
+    architecture, or a Parakeet source that is not a transformers folder."""
     import importlib.util
 
     if importlib.util.find_spec("transformers") is None:
         raise RuntimeError("--compare transformers needs transformers: pip install transformers")
-    if lm.architecture and lm.architecture != "whisper":
-        raise RuntimeError(f"the transformers peer runs Whisper models; {lm.name} is "
-                           f"{lm.architecture!r}")
+    from oasr.bench.parakeet_peer import build_transformers_parakeet
+
+    architecture = lm.architecture if lm is not None else ""
+    source = source or (lm.name if lm is not None else "")
+    check_transformers_peer(architecture, source)
+    if lm is None or architecture in PARAKEET_ARCHITECTURES:
+        return build_transformers_parakeet(source, device, dtype)
     attn = "sdpa" if str(device).startswith("cuda") else None
     return TransformersWhisper(lm, device=device, dtype=dtype, attn_implementation=attn,
                                max_new_tokens=max_new_tokens)
@@ -225,21 +250,28 @@ def _faster_whisper_peer(int8: bool) -> Callable[..., Any]:
 
 
 # Peer name -> factory(lm, device, dtype, max_new_tokens, source=, threads=) returning an
-# object with ``name`` and ``transcribe_with_counts(audios) -> (texts, tokens)``. ``lm`` is our
-# loaded model (None for a peer that reads the source itself: WEIGHTLESS_PEERS); ``threads``:
-# the CPU threads a peer with a pool of its own uses (0: its default; torch peers follow
-# torch.set_num_threads, which the caller sets).
+# object with ``name`` and ``transcribe_with_counts(audios) -> (texts, tokens)`` (and, where
+# known, ``features``: the frontend it ran). ``lm`` is our loaded model (None for a peer that
+# reads the source itself: WEIGHTLESS_PEERS, and transformers on a Parakeet model, which loads
+# transformers' own checkpoint: ``peer_needs_weights``); ``threads``: the CPU threads a peer
+# with a pool of its own uses (0: its default; torch peers follow torch.set_num_threads, which
+# the caller sets).
 PEERS: dict[str, Callable[..., Any]] = {
     "transformers": lambda lm, device, dtype, max_new_tokens, source="", threads=0: (
-        _transformers_peer(lm, device, dtype, max_new_tokens)),
+        _transformers_peer(lm, device, dtype, max_new_tokens, source)),
     "faster-whisper": _faster_whisper_peer(int8=False),
     "faster-whisper-int8": _faster_whisper_peer(int8=True),
 }
 WEIGHTLESS_PEERS = ("faster-whisper", "faster-whisper-int8")
+# Architectures ``--compare transformers`` runs (Parakeet from the transformers folder itself).
+TRANSFORMERS_ARCHITECTURES = ("whisper", *PARAKEET_ARCHITECTURES)
 
 
-def peer_needs_weights(name: str) -> bool:
-    """Whether the peer is built from our loaded model (else from the source folder)."""
+def peer_needs_weights(name: str, architecture: str = "") -> bool:
+    """Whether the peer is built from our loaded model (else from the source folder):
+    ``architecture`` is the model's, which picks the transformers peer's family."""
+    if name == "transformers":
+        return architecture not in PARAKEET_ARCHITECTURES
     return name not in WEIGHTLESS_PEERS
 
 

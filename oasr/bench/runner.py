@@ -74,6 +74,9 @@ class BenchResult:
     wer: float | None
     errors: int
     repeat: int = 0  # which repeat of this (system, batch) run, from 0
+    # Which frontend computed a peer's input features (its own, or ours where it has none
+    # here); None: ours, for our engine.
+    features: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -269,4 +272,6 @@ def bench_peer(peer: Any, clips: list[BenchClip], batch: int, device: str,
         tokens += n
         texts.update({rid: t for (rid, _), t in zip(chunk, out, strict=True)})
     wall = time.perf_counter() - t0
-    return _result(peer.name, batch, clips, work, wall, latencies, tokens, texts, device, 0)
+    r = _result(peer.name, batch, clips, work, wall, latencies, tokens, texts, device, 0)
+    r.features = getattr(peer, "features", None)
+    return r

@@ -61,8 +61,10 @@ def bench_command(
     compare: list[str] = typer.Option(
         [], "--compare", metavar="PEER",
         help="A peer to run on the same audio at each batch size, in a process "
-        "of its own (its peak memory is its own): transformers, faster-whisper (CTranslate2 on "
-        "the same weights; fp32 on CPU, fp16 on CUDA), faster-whisper-int8. Repeatable."),
+        "of its own (its peak memory is its own): transformers (Whisper on the same weights; "
+        "Parakeet CTC/TDT from the transformers checkpoint folder --model names), "
+        "faster-whisper (CTranslate2 on the same weights; fp32 on CPU, fp16 on CUDA), "
+        "faster-whisper-int8. Repeatable."),
     repeats: int = typer.Option(
         1, "--repeats", min=1, help="Measure each system and batch size this many times (the "
         "plot's error bars: one standard deviation)."),
@@ -157,6 +159,13 @@ def bench_command(
         _fail(f"{len(long)} clips are longer than the model's {window:g} s window (first: "
               f"{long[0].id}, {long[0].seconds:.1f} s); oasr bench measures single-window "
               "requests")
+    if "transformers" in compare:
+        from oasr.bench.peers import check_transformers_peer
+
+        try:
+            check_transformers_peer(lm.architecture, model)
+        except (ValueError, FileNotFoundError) as e:
+            _fail(str(e))
     if any(c.startswith("faster-whisper") for c in compare):
         from oasr.bench.faster_whisper_peer import ct2_model_dir
 
@@ -186,7 +195,8 @@ def bench_command(
     # Each peer in its own process: its peak memory is its own, ours stays ours.
     for name in compare:
         job = PeerJob(name, model, device, dtype, max_new_tokens, sizes, repeats,
-                      repeat_minutes, clips, threads=plan.intra_op)
+                      repeat_minutes, clips, threads=plan.intra_op,
+                      architecture=lm.architecture)
         try:
             results += run_peer_isolated(job)
         except RuntimeError as e:
@@ -255,6 +265,10 @@ def _print_table(results: list[Any]) -> None:
                                     "process of its own",
         }
         console.print(f"peak memory: {notes.get(kind, kind)}")
+    # A peer's features are said, not assumed: some are ours where its own frontend is absent.
+    for system, features in dict.fromkeys((r.system, r.features) for r in results
+                                          if r.features):
+        console.print(f"{series_label(system)} features: {features}")
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
