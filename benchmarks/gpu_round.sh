@@ -194,20 +194,19 @@ steady)  # the transcribe-path gpu tests, then the product path on MINUTES (defa
         --also-switch-interval-ms 1
     pyc_report
     ;;
-record_a)  # every gpu test first, then the benchmark of record for the Whisper families
-    # (tiny.en real weights, the large-v3-turbo shape), each beside transformers
-    TAIL=16 step pytest_gpu "${PYTEST_S:-160}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+record_a)  # every gpu test first, then the benchmark of record for the transducer / CTC
+    # families (Parakeet TDT and CTC beside transformers, the icefall Zipformer-large shape)
+    TAIL=16 step pytest_gpu "${PYTEST_S:-130}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests
-    TAIL=60 step record "${RECORD_S:-410}" python3 benchmarks/gpu_record.py "$R/record" \
-        --data "$K" --families whisper_tiny_en,whisper_large_v3_turbo --profile \
-        --py-spy whisper_tiny_en
+    TAIL=60 step record "${RECORD_S:-400}" python3 benchmarks/gpu_record.py "$R/record" \
+        --data "$K" --families parakeet_tdt,parakeet_ctc,zipformer_large --profile
     pyc_report
     ;;
-record_b)  # the benchmark of record for the transducer / CTC families (Parakeet beside
-    # transformers, the icefall Zipformer-large shape)
-    TAIL=60 step record "${RECORD_S:-570}" python3 benchmarks/gpu_record.py "$R/record" \
-        --data "$K" --families parakeet_tdt,parakeet_ctc,zipformer_large --profile \
-        --py-spy parakeet_tdt
+record_b)  # the benchmark of record for the Whisper families (the large-v3-turbo shape, tiny.en
+    # real weights), each beside transformers, py-spy per thread over tiny.en's words-on run
+    TAIL=60 step record "${RECORD_S:-510}" python3 benchmarks/gpu_record.py "$R/record" \
+        --data "$K" --families whisper_large_v3_turbo,whisper_tiny_en --profile \
+        --py-spy whisper_tiny_en
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
