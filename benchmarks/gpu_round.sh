@@ -198,7 +198,7 @@ record_a)  # every gpu test first, then the benchmark of record for the transduc
     # families (Parakeet TDT and CTC beside transformers, the icefall Zipformer-large shape)
     TAIL=16 step pytest_gpu "${PYTEST_S:-130}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests
-    TAIL=60 step record "${RECORD_S:-400}" python3 benchmarks/gpu_record.py "$R/record" \
+    TAIL=60 step record "${RECORD_S:-420}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families parakeet_tdt,parakeet_ctc,zipformer_large --profile
     pyc_report
     ;;
@@ -206,7 +206,7 @@ record_b)  # the benchmark of record for the Whisper families (the large-v3-turb
     # real weights), each beside transformers, py-spy per thread over tiny.en's words-on run
     TAIL=60 step record "${RECORD_S:-510}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families whisper_large_v3_turbo,whisper_tiny_en --profile \
-        --py-spy whisper_tiny_en
+        --py-spy "${PY_SPY:-whisper_tiny_en}"
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
