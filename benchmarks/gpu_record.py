@@ -383,6 +383,31 @@ def summarize(res: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
+def table(report: dict[str, Any]) -> str:
+    """The summary as the markdown table docs/benchmarks.md quotes (RTFx; '-' where not run)."""
+    def rtfx(s: dict[str, Any], key: str) -> str:
+        v = s.get(key)
+        return f"{v['rtfx']:,.0f}" if isinstance(v, dict) and v.get("rtfx") else "-"
+
+    head = ("| family | start-up s (words on) | transcribe short, words on | words off | "
+            "long, words on | engine best | peer best | engine / peer | product / engine "
+            "(words on) |")
+    lines = [head, "|" + "---|" * 9]
+    for name, fam in report.get("families", {}).items():
+        s = fam.get("summary") or {}
+        if not s:
+            lines.append(f"| {name} | {fam.get('error', 'not run')[:80]} |" + " |" * 7)
+            continue
+        peer = [v["rtfx"] for k, v in s.items() if k.startswith("peer_bench_")
+                and "_ours_" not in k]
+        lines.append(
+            f"| {name} | {s.get('startup_s_wt', '-')} | {rtfx(s, 'short_wt')} | "
+            f"{rtfx(s, 'short_nowt')} | {rtfx(s, 'long_wt')} | "
+            f"{s.get('engine_best_rtfx', '-'):,} | {f'{max(peer):,.0f}' if peer else '-'} | "
+            f"{s.get('engine_over_peer', '-')} | {s.get('product_over_engine_wt', '-')} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------- main
 
 def main() -> None:
@@ -409,7 +434,14 @@ def main() -> None:
                     help="comma list of families (or 'all'): py-spy over their words-on short "
                          "run, per thread")
     ap.add_argument("--work", type=Path, default=Path("/tmp/oasr_record"))
+    ap.add_argument("--table", action="store_true",
+                    help="print OUT_DIR/gpu_record.json as a markdown table and exit")
     args = ap.parse_args()
+    if args.table:
+        report = json.loads((args.out_dir / "gpu_record.json").read_text(encoding="utf-8"))
+        print(f"{report['device_name']}, {report['date_utc']}\n")
+        print(table(report))
+        return
     names = [n for n in args.families.split(",") if n]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
@@ -457,6 +489,7 @@ def main() -> None:
         print(json.dumps({name: report["families"][name].get("summary")}, indent=1), flush=True)
     report["manifests"] = manifests.made
     path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(table(report))
     print(f"wrote {path}")
 
 
