@@ -197,7 +197,7 @@ steady)  # the transcribe-path gpu tests, then the product path on MINUTES (defa
 record_a)  # every gpu test first, then the benchmark of record for the transducer / CTC
     # families (Parakeet TDT and CTC beside transformers, the icefall Zipformer-large shape;
     # FAMILIES overrides the list)
-    TAIL=16 step pytest_gpu "${PYTEST_S:-130}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+    TAIL=16 step pytest_gpu "${PYTEST_S:-170}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests
     TAIL=60 step record "${RECORD_S:-420}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families "${FAMILIES:-parakeet_tdt,parakeet_ctc,zipformer_large}" --profile
