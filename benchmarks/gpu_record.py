@@ -359,6 +359,11 @@ def run_family(name: str, fam: Family, args: Any, runner: Runner, manifests: Man
     return res
 
 
+def _peer_rtfx(s: dict[str, Any]) -> list[float]:
+    """The peer's RTFx per batch size in a summary (its own process's rows of ours left out)."""
+    return [v["rtfx"] for k, v in s.items() if k.startswith("peer_bench_") and "_ours_" not in k]
+
+
 def summarize(res: dict[str, Any]) -> dict[str, Any]:
     runs = res["runs"]
     s: dict[str, Any] = {}
@@ -374,8 +379,7 @@ def summarize(res: dict[str, Any]) -> dict[str, Any]:
             s[f"{key}_{x['system']}_b{x['batch_size']}"] = {
                 "rtfx": round(x["rtfx"], 1), "wall_s": round(x["wall_s"], 2)}
     ours = [v["rtfx"] for k, v in s.items() if k.startswith("bench_ours")]
-    peer = [v["rtfx"] for k, v in s.items() if k.startswith("peer_bench_")
-            and "_ours_" not in k]
+    peer = _peer_rtfx(s)
     if ours:
         s["engine_best_rtfx"] = max(ours)
         for wt in ("wt", "nowt"):
@@ -394,6 +398,9 @@ def table(report: dict[str, Any]) -> str:
         v = s.get(key)
         return f"{v['rtfx']:,.0f}" if isinstance(v, dict) and v.get("rtfx") else "-"
 
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.0f}"
+
     head = ("| family | start-up s (words on) | transcribe short, words on | words off | "
             "long, words on | engine best | peer best | engine / peer | product / engine "
             "(words on) |")
@@ -403,12 +410,11 @@ def table(report: dict[str, Any]) -> str:
         if not s:
             lines.append(f"| {name} | {fam.get('error', 'not run')[:80]} |" + " |" * 7)
             continue
-        peer = [v["rtfx"] for k, v in s.items() if k.startswith("peer_bench_")
-                and "_ours_" not in k]
+        peer = _peer_rtfx(s)
         lines.append(
             f"| {name} | {s.get('startup_s_wt', '-')} | {rtfx(s, 'short_wt')} | "
             f"{rtfx(s, 'short_nowt')} | {rtfx(s, 'long_wt')} | "
-            f"{s.get('engine_best_rtfx', '-'):,} | {f'{max(peer):,.0f}' if peer else '-'} | "
+            f"{num(s.get('engine_best_rtfx'))} | {num(max(peer) if peer else None)} | "
             f"{s.get('engine_over_peer', '-')} | {s.get('product_over_engine_wt', '-')} |")
     return "\n".join(lines)
 
@@ -418,8 +424,9 @@ def table(report: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--data", type=Path, required=True,
-                    help="folder holding librispeech-test-other-70/ and longform/")
+    ap.add_argument("--data", type=Path,
+                    help="folder holding librispeech-test-other-70/ and longform/ (required "
+                         "unless --table)")
     ap.add_argument("--families", default=",".join(FAMILIES),
                     help=f"comma list of {', '.join(FAMILIES)}")
     ap.add_argument("--device", default="cuda")
@@ -447,6 +454,8 @@ def main() -> None:
         print(f"{report['device_name']}, {report['date_utc']}\n")
         print(table(report))
         return
+    if args.data is None:
+        ap.error("--data is required to run the record")
     names = [n for n in args.families.split(",") if n]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
