@@ -19,38 +19,19 @@ rounded up to ``FRAME_BUCKET``, so batches of similar length share a capture; pa
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
-from collections import OrderedDict
 from typing import Any
 
 import torch
 
+from oasr.engine.decode.step_graphs import StepGraphs, copy_state
 from oasr.engine.decode.transducer_search import TransducerHypothesis
 
 __all__ = ["DeviceGreedy", "greedy_search_device"]
 
-logger = logging.getLogger("oasr.engine")
-
 FRAMES_PER_GRAPH = 16
 FRAME_BUCKET = 64
 DEFAULT_MAX_CAPTURES = 8
-
-
-def _tensors(state: Any) -> list[torch.Tensor]:
-    if isinstance(state, torch.Tensor):
-        return [state]
-    if dataclasses.is_dataclass(state):
-        return [getattr(state, f.name) for f in dataclasses.fields(state)]
-    if isinstance(state, (tuple, list)):
-        return list(state)
-    raise TypeError(f"a predictor state of type {type(state).__name__} cannot be kept in "
-                    "static buffers (a tensor, a tuple of tensors or a dataclass of them)")
-
-
-def _copy_state(dst: Any, src: Any) -> None:
-    for d, s in zip(_tensors(dst), _tensors(src), strict=True):
-        d.copy_(s)
 
 
 @dataclasses.dataclass
@@ -81,10 +62,17 @@ class DeviceGreedy:
         self.predictor, self.joiner = predictor, joiner
         self.blank = predictor.blank_id
         self.unk = self.blank if unk_id is None else unk_id
-        self.graphs = graphs
-        self.max_captures = max_captures
-        self._captured: OrderedDict[tuple, tuple[Any, _Buffers]] = OrderedDict()
-        self.captures = 0  # graphs captured so far (a test and the benchmark read it)
+        self._graphs: StepGraphs[_Buffers] = StepGraphs("transducer greedy", max_captures)
+        self._graphs.enabled = graphs
+
+    @property
+    def graphs(self) -> bool:
+        """Whether the loop replays graphs (false when asked not to, or a capture failed)."""
+        return self._graphs.enabled
+
+    @property
+    def captures(self) -> int:
+        return self._graphs.captures
 
     # -- the step ------------------------------------------------------------------------
     def _frame(self, b: _Buffers, max_sym: int) -> None:
@@ -108,7 +96,7 @@ class DeviceGreedy:
             dec = torch.where(emitted[:, None],
                               self.joiner.project_decoder(self.predictor.predict(state)), dec)
             live = emitted
-        _copy_state(b.state, state)
+        copy_state(b.state, state)
         b.dec.copy_(dec)
         b.t.add_(1)
 
@@ -140,40 +128,13 @@ class DeviceGreedy:
         b.lengths.copy_(lengths)
         b.t.zero_()
         state = self.predictor.init_state(enc.shape[0], enc.device)
-        _copy_state(b.state, state)
+        copy_state(b.state, state)
         b.dec.copy_(self.joiner.project_decoder(self.predictor.predict(state)))
         b.tokens.fill_(-1)
         b.frames.zero_()
         b.probs.zero_()
         b.score.zero_()
         b.count.zero_()
-
-    def _graph(self, key: tuple, enc: torch.Tensor, max_sym: int) -> tuple[Any, _Buffers] | None:
-        hit = self._captured.get(key)
-        if hit is not None:
-            self._captured.move_to_end(key)
-            return hit
-        if len(self._captured) >= self.max_captures:
-            return None
-        rows, frames = key[0], key[1]
-        b = self._buffers(rows, frames, max_sym, enc, enc.device)
-        side = torch.cuda.Stream(enc.device)
-        side.wait_stream(torch.cuda.current_stream(enc.device))
-        with torch.cuda.stream(side):  # warm-up: lazy inits happen outside the capture
-            self._block(b, max_sym)
-        torch.cuda.current_stream(enc.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph):
-                self._block(b, max_sym)
-        except RuntimeError as exc:  # said once; the same loop then runs eager
-            logger.warning("transducer greedy: CUDA-graph capture failed (%s); the loop runs "
-                           "eager for this model", exc)
-            self.graphs = False
-            return None
-        self._captured[key] = (graph, b)
-        self.captures += 1
-        return graph, b
 
     # -- the search ----------------------------------------------------------------------
     @torch.inference_mode()
@@ -193,7 +154,9 @@ class DeviceGreedy:
         if self.graphs and device.type == "cuda":
             frames = math.ceil(max(longest, 1) / FRAME_BUCKET) * FRAME_BUCKET
             key = (rows, frames, max_sym_per_frame, enc.dtype, hidden.dtype)
-            hit = self._graph(key, enc, max_sym_per_frame)
+            hit = self._graphs.get(
+                key, lambda: self._buffers(rows, frames, max_sym_per_frame, enc, device),
+                lambda b: self._block(b, max_sym_per_frame), device)
         if hit is not None:
             graph, b = hit
             self._load(b, enc, lengths)

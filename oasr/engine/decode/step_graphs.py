@@ -1,0 +1,86 @@
+"""CUDA graphs of a decode loop's masked steps, captured once per shape and replayed.
+
+A device-resident greedy search (``transducer_graph``, ``tdt_graph``) keeps its whole mutable
+state in static buffers and runs every row through the same kernels each step, masked, so a
+block of steps is capturable. ``StepGraphs`` owns the captures: keyed by whatever fixes the
+buffers' shapes, at most ``max_captures`` of them (past that a search runs its loop eagerly:
+the same kernels, launched one by one), each warmed up once on a side stream so lazy
+initialisation (cuBLAS handles, cached weight copies) happens outside the capture. A capture
+that fails is said once and turns capture off for that search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+import torch
+
+__all__ = ["StepGraphs", "copy_state", "state_tensors"]
+
+logger = logging.getLogger("oasr.engine")
+
+B = TypeVar("B")
+
+
+def state_tensors(state: Any) -> list[torch.Tensor]:
+    """A predictor state's tensors: a tensor, a tuple/list of them or a dataclass of them."""
+    if isinstance(state, torch.Tensor):
+        return [state]
+    if dataclasses.is_dataclass(state):
+        return [getattr(state, f.name) for f in dataclasses.fields(state)]
+    if isinstance(state, (tuple, list)):
+        return list(state)
+    raise TypeError(f"a predictor state of type {type(state).__name__} cannot be kept in "
+                    "static buffers (a tensor, a tuple of tensors or a dataclass of them)")
+
+
+def copy_state(dst: Any, src: Any) -> None:
+    """Copy ``src``'s tensors into ``dst``'s (same structure) in place."""
+    for d, s in zip(state_tensors(dst), state_tensors(src), strict=True):
+        d.copy_(s)
+
+
+class StepGraphs(Generic[B]):
+    """Captured graphs of ``body(buffers)``, one per key, each with its own buffers."""
+
+    def __init__(self, what: str, max_captures: int) -> None:
+        self.what = what
+        self.max_captures = max_captures
+        self.enabled = True
+        self.captures = 0  # graphs captured so far (tests and benchmarks read it)
+        self._captured: OrderedDict[Hashable, tuple[torch.cuda.CUDAGraph, B]] = OrderedDict()
+
+    def get(self, key: Hashable, make: Callable[[], B], body: Callable[[B], None],
+            device: torch.device) -> tuple[torch.cuda.CUDAGraph, B] | None:
+        """The graph for ``key`` (captured now if new) and its buffers; ``None`` when capture
+        is off, failed, or the cache is full (the caller runs eagerly)."""
+        if not self.enabled:
+            return None
+        hit = self._captured.get(key)
+        if hit is not None:
+            self._captured.move_to_end(key)
+            return hit
+        if len(self._captured) >= self.max_captures:
+            return None
+        buffers = make()
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            body(buffers)
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                body(buffers)
+        except RuntimeError as exc:
+            logger.warning("%s: CUDA-graph capture failed (%s); the loop runs eager for this "
+                           "model", self.what, exc)
+            self.enabled = False
+            return None
+        self._captured[key] = (graph, buffers)
+        self.captures += 1
+        return graph, buffers
