@@ -1,9 +1,11 @@
-"""The ``tdt`` family: token-and-duration transducer greedy search (``tdt_search``).
+"""The ``tdt`` family: token-and-duration transducer greedy search.
 
 Offline and non-incremental: one ``decode_offline`` call per micro-batch over the encoder's
-hidden states. Greedy only: ``beam_size`` above 1 is refused (TDT beam search is not
-implemented). Word timings come from the emission frames: a token spans from its frame to the
-next token's (the last one to the end of the row), as the CTC family times words.
+hidden states. On CUDA the search is ``tdt_graph.TdtDeviceGreedy`` (the loop on the device,
+replayed from CUDA graphs); elsewhere ``tdt_search.tdt_greedy``, its oracle. Greedy only:
+``beam_size`` above 1 is refused (TDT beam search is not implemented). Word timings come from
+the emission frames: a token spans from its frame to the next token's (the last one to the end
+of the row), as the CTC family times words.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from oasr.engine.decode.alignment import emission_spans, fill_word_timings
 from oasr.engine.decode.ctc import mean_posterior
 from oasr.engine.decode.frame_sync import FrameSyncStrategy
 from oasr.engine.decode.options import option
+from oasr.engine.decode.tdt_graph import TdtDeviceGreedy
 from oasr.engine.decode.tdt_search import TdtHypothesis, tdt_greedy
 from oasr.engine.request import Request, RequestOutput
 
@@ -30,6 +33,8 @@ class TdtOptions:
     max_symbols_per_step: int | None = option(
         None, doc="Labels one frame may emit before a zero duration is forced to 1; none: "
                   "the checkpoint's (config.max_symbols_per_step).")
+    cuda_graphs: bool = option(True, doc="On CUDA: replay the search's steps from CUDA graphs "
+                                         "(false: the same device loop, eager).")
 
     def validate(self) -> None:
         if self.beam_size != 1:
@@ -55,10 +60,15 @@ class TdtDecodeStrategy(FrameSyncStrategy):
         self.vocab_size = int(cfg.vocab_size)
         self.durations = [int(d) for d in cfg.durations]
         self.max_symbols = int(self.options.max_symbols_per_step or cfg.max_symbols_per_step)
+        self._device_greedy = TdtDeviceGreedy(model.predictor, model.joiner, self.blank,
+                                              self.vocab_size, self.durations,
+                                              graphs=self.options.cuda_graphs)
 
     def search(self, hidden: torch.Tensor, lens: torch.Tensor | None) -> list[TdtHypothesis]:
         if lens is None:
             lens = torch.full((hidden.shape[0],), hidden.shape[1], dtype=torch.int64)
+        if hidden.is_cuda:  # no host round trip per step
+            return self._device_greedy.search(hidden, lens, self.max_symbols)
         return tdt_greedy(self.model.predictor, self.model.joiner, hidden, lens, self.blank,
                           self.vocab_size, self.durations, self.max_symbols)
 

@@ -14,6 +14,7 @@ if not hasattr(tf, "ParakeetForTDT"):
     pytest.skip("transformers has no ParakeetForTDT; pip install 'transformers>=5.23'",
                 allow_module_level=True)
 
+from oasr.engine.decode.tdt_graph import TdtDeviceGreedy  # noqa: E402
 from oasr.engine.decode.tdt_search import tdt_greedy  # noqa: E402
 from oasr.engine.decode.transducer_search import greedy_search  # noqa: E402
 from oasr.models.fastconformer.converters import HfParakeetRnntConverter  # noqa: E402
@@ -121,5 +122,8 @@ def test_cuda_fp32_matches_transformers(kind: str, tmp_path: Path) -> None:
         cfg = ours.config
         hyps = tdt_greedy(ours.predictor, ours.joiner, hidden, hidden_lens, cfg.blank_id,
                           cfg.vocab_size, cfg.durations, max_symbols_per_step=10**6)
+        graphed = TdtDeviceGreedy(ours.predictor, ours.joiner, cfg.blank_id, cfg.vocab_size,
+                                  cfg.durations).search(hidden, hidden_lens, 10**6)
     ref = hf_hypotheses(out, hidden_lens.cpu(), BLANK)
     assert [(h.tokens, h.frames) for h in hyps] == ref
+    assert [(h.tokens, h.frames) for h in graphed] == ref  # the device loop, from graphs
