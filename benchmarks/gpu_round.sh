@@ -216,10 +216,13 @@ tdt_a)  # every gpu test first, then Parakeet TDT's record (the device-resident 
         --data "$K" --families parakeet_tdt --profile
     ;;
 tdt_b)  # (machine still warm after tdt_a) the TDT search alone, host loop against the device
-    # loop, on tdt_a's bundle and audio; then the families FAMILIES names (default CTC)
+    # loop, on tdt_a's bundle and audio; a new batch shape's first encoder call against its
+    # second; then the families FAMILIES names (default CTC)
     TAIL=8 step tdt_loop 120 python3 benchmarks/gpu_tdt_loop.py "$R/gpu_tdt_loop.json" \
         --bundle /tmp/oasr_record/bundles/parakeet_tdt --audio /tmp/oasr_record/audio70.npz
-    TAIL=40 step record "${RECORD_S:-380}" python3 benchmarks/gpu_record.py "$R/record" \
+    TAIL=8 step first_shape 90 python3 benchmarks/gpu_first_shape.py "$R/gpu_first_shape.json" \
+        --bundle /tmp/oasr_record/bundles/parakeet_tdt
+    TAIL=40 step record "${RECORD_S:-330}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families "${FAMILIES:-parakeet_ctc}" --profile
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
