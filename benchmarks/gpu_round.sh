@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_a|tdt_b}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_a|tdt_b|tdt_min}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -224,6 +224,17 @@ tdt_b)  # (machine still warm after tdt_a) the TDT search alone, host loop again
         --bundle /tmp/oasr_record/bundles/parakeet_tdt
     TAIL=40 step record "${RECORD_S:-330}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families "${FAMILIES:-parakeet_ctc}" --profile
+    ;;
+tdt_min)  # a short budget: every gpu test, then the TDT search alone and the first-shape
+    # probe on a freshly built Parakeet-TDT-0.6b-shape bundle (no record)
+    TAIL=16 step pytest_gpu "${PYTEST_S:-170}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+        -rfEs --tb=short tests
+    TAIL=4 step build 150 python3 benchmarks/record_models.py parakeet_tdt /tmp/oasr_min/src \
+        --convert /tmp/oasr_min/bundle
+    TAIL=8 step tdt_loop 120 python3 benchmarks/gpu_tdt_loop.py "$R/gpu_tdt_loop.json" \
+        --bundle /tmp/oasr_min/bundle --audio "$D"
+    TAIL=8 step first_shape 90 python3 benchmarks/gpu_first_shape.py "$R/gpu_first_shape.json" \
+        --bundle /tmp/oasr_min/bundle
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \

@@ -6,7 +6,8 @@ before the one-step GEMM), all in one process on the same batches.
     python benchmarks/gpu_tdt_loop.py OUT.json --bundle DIR --audio audio70.npz [--batch 256]
 
 ``--bundle``: a parakeet_tdt bundle (``benchmarks/gpu_record.py`` converts one into its work
-folder); ``--audio``: the npz ``gpu_record.py`` writes (int16 samples, lengths, ids). The engine
+folder, ``record_models.py parakeet_tdt SRC --convert BUNDLE`` too); ``--audio``: the npz
+``gpu_record.py`` writes (int16 samples, lengths, ids) or a folder of .flac files. The engine
 runs once over the rows to collect each micro-batch's (hidden, lengths) as the ``tdt`` family
 receives them; then each search variant runs over every collected batch (one warm-up pass,
 then ``--reps`` timed passes, synchronised wall clock, median). Every variant's hypotheses are
@@ -31,6 +32,22 @@ sys.path.insert(0, str(ROOT))
 SR = 16000
 
 
+def _rows(src: Path) -> list[tuple[str, np.ndarray]]:
+    if src.is_dir():
+        import soundfile as sf
+
+        files = sorted(src.rglob("*.flac"))
+        if not files:
+            raise SystemExit(f"no .flac files under {src}")
+        return [(f.stem, sf.read(str(f), dtype="float32")[0]) for f in files]
+    data = np.load(src)
+    rows, pos = [], 0
+    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist()):
+        rows.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
+        pos += n
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -51,12 +68,7 @@ def main() -> None:
     from oasr.kernels import rnn_cuda
     from oasr.models.loader import load_pretrained
 
-    data = np.load(args.audio)
-    rows, pos = [], 0
-    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist()):
-        rows.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
-        pos += n
-    rows = rows * args.repeat
+    rows = _rows(args.audio) * args.repeat
     audio_s = sum(len(a) for _, a in rows) / SR
     engine = ASREngine(EngineConfig(device=args.device, dtype=args.dtype,
                                     max_batch_size=args.batch,

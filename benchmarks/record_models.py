@@ -9,7 +9,7 @@ and returns a dict: ``source`` (what ``oasr convert`` / ``-m`` take), ``convert_
 ``transcribe_args``, ``shape``, ``params``, ``weights``, ``peer``, plus what the knobs set.
 ``small=True`` is a tiny model of the same family, for CPU smoke runs.
 
-    python benchmarks/record_models.py FAMILY OUT_DIR [--small]
+    python benchmarks/record_models.py FAMILY OUT_DIR [--small] [--convert BUNDLE_DIR]
 
 Qwen2-Audio is not built: its 16 GB of weights make the process path too slow to stage.
 """
@@ -258,11 +258,20 @@ def main() -> None:
     ap.add_argument("family", choices=sorted(FAMILIES))
     ap.add_argument("out", type=Path)
     ap.add_argument("--small", action="store_true", help="a tiny model of the family")
+    ap.add_argument("--convert", type=Path, default=None,
+                    help="then `oasr convert` the checkpoint into this bundle folder")
     args = ap.parse_args()
     t0 = time.perf_counter()
     record = FAMILIES[args.family](args.out, small=args.small)
     record["build_s"] = round(time.perf_counter() - t0, 1)
-    print(json.dumps(record, indent=1))
+    if args.convert is not None:
+        import subprocess
+
+        cmd = [sys.executable, "-m", "oasr.cli.app", "convert", str(record["source"]),
+               str(args.convert), *record.get("convert_args", [])]
+        subprocess.run(cmd, check=True)
+        record["bundle"] = str(args.convert)
+    print(json.dumps(record, indent=1, default=str))
 
 
 if __name__ == "__main__":
