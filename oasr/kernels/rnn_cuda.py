@@ -7,11 +7,6 @@ hidden size at most 1024. Per layer and direction the input half of every step i
 The torch path (``LSTM.forward_native``: a Python loop over steps, one launch per step per op)
 is the oracle it is tested against; without a CUDA toolchain every call is the gap
 ``cuda-toolchain``.
-
-One LSTM step over many rows (a transducer predictor advancing a batch by one label) does not
-take the kernel: it gives each row a block that reads all of W_hh, so a 256-row step of a
-640-wide predictor reads 1.7 GB (80 us on an H100). ``one_step`` is the same fp32 formula as one
-GEMM that reads W_hh once for the batch, then the cell's elementwise ops.
 """
 
 from __future__ import annotations
@@ -27,10 +22,9 @@ from oasr.kernels import jit
 from oasr.kernels._ctypes import check, ptr, stream_handle
 from oasr.ops.build import RNN_CUDA
 
-__all__ = ["MAX_HIDDEN", "one_step", "recurrence", "recurrent_layers", "supports"]
+__all__ = ["MAX_HIDDEN", "recurrence", "recurrent_layers", "supports"]
 
 MAX_HIDDEN = 1024
-ONE_STEP_GEMM_ROWS = 8  # from this many rows a single step is one GEMM, not the kernel
 # The recurrence kernel's cell modes; it also has Elman cells (1 tanh, 2 relu), which no layer
 # of the waist uses.
 _MODES = {"lstm": 0}
@@ -75,23 +69,6 @@ def _w_hh_t(w_hh: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def one_step(xw: torch.Tensor, w_t: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
-             lengths: torch.Tensor | None
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One LSTM step, fp32: xw (B, 1, 4H) (the input half, biases in), w_t = W_hh^T (H, 4H),
-    h0/c0 (B, H) -> y (B, 1, H), h, c (B, H). A row of length 0 keeps its state and outputs
-    zeros (packed-sequence semantics, as the kernel)."""
-    gates = torch.addmm(xw[:, 0], h0, w_t)
-    i, f, g, o = gates.chunk(4, dim=-1)
-    c = torch.sigmoid(f) * c0 + torch.sigmoid(i) * torch.tanh(g)
-    h = torch.sigmoid(o) * torch.tanh(c)
-    if lengths is None:
-        return h[:, None], h, c
-    keep = (lengths > 0)[:, None]
-    return (h.masked_fill(~keep, 0.0)[:, None], torch.where(keep, h, h0),
-            torch.where(keep, c, c0))
-
-
 def recurrence(xw: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor | None,
                lengths: torch.Tensor | None, mode: str, reverse: bool
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -106,8 +83,6 @@ def recurrence(xw: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor, c0: torch
     if lstm and c0 is None:
         raise ValueError("an LSTM recurrence needs its initial cell state")
     lens = None if lengths is None else lengths.to(device=xw.device, dtype=torch.int64)
-    if lstm and T == 1 and B >= ONE_STEP_GEMM_ROWS:
-        return one_step(xw, _w_hh_t(w_hh), h0, c0, lens)
     y = torch.empty(B, T, H, dtype=torch.float32, device=xw.device)
     h_n = torch.empty(B, H, dtype=torch.float32, device=xw.device)
     c_n = torch.empty_like(h_n) if lstm else None

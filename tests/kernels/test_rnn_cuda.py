@@ -33,25 +33,6 @@ def test_registered_for_the_lstm_op() -> None:
                                  "lstm", 1)
 
 
-def test_one_step_equals_the_torch_loop() -> None:
-    """The single-step GEMM path (many rows, one step) is the layer's formula, a row of
-    length 0 keeping its state with a zero output."""
-    torch.manual_seed(0)
-    mod = LSTM(8, 32)
-    x = torch.randn(9, 1, 8)
-    h0, c0 = torch.randn(1, 9, 32), torch.randn(1, 9, 32)
-    lens = torch.tensor([1, 0, 1, 1, 0, 1, 1, 1, 1])
-    with torch.no_grad():
-        y, (h, c) = mod.forward_native(x, (h0, c0), lens)
-        w_ih, w_hh, b_ih, b_hh = mod.all_weights[0]
-        xw = torch.nn.functional.linear(x, w_ih, b_ih) + b_hh
-        y1, h1, c1 = rnn_cuda.one_step(xw, w_hh.t(), h0[0], c0[0], lens)
-    torch.testing.assert_close(y1, y, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(h1, h[0], rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(c1, c[0], rtol=1e-5, atol=1e-6)
-    assert torch.equal(h1[1], h0[0, 1]) and not y1[1].any()
-
-
 def test_transposed_weight_cache_follows_the_parameter() -> None:
     """The kernel's W_hh^T cache (device-independent): reused for the same parameter, redone
     after an in-place change, distinct per module, dropped with the parameter, and usable with
@@ -175,26 +156,6 @@ def test_stepwise_calls_equal_one_call() -> None:
         ys.append(y)
     _close(torch.cat(ys, 1), y_all, torch.float32)
     _close(state[0], h_all, torch.float32)
-
-
-@pytest.mark.gpu
-@needs_cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_many_rows_one_step_at_a_time_equal_the_kernel(dtype) -> None:
-    """Past ``ONE_STEP_GEMM_ROWS`` rows a one-step call is a GEMM, not the kernel: stepping a
-    batch through it equals the kernel's one call over the whole sequence."""
-    torch.manual_seed(2)
-    rows = 4 * rnn_cuda.ONE_STEP_GEMM_ROWS
-    mod = LSTM(8, 64, num_layers=2).cuda().to(dtype)
-    x = torch.randn(rows, 20, 8, device="cuda", dtype=dtype)
-    y_all, (h_all, c_all) = mod(x)
-    state = None
-    ys = []
-    for t in range(20):
-        y, state = mod(x[:, t:t + 1], state)
-        ys.append(y)
-    _close(torch.cat(ys, 1), y_all, dtype)
-    _close(state[1], c_all, dtype)
 
 
 @pytest.mark.gpu
