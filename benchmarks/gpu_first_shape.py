@@ -57,7 +57,7 @@ def main() -> None:
         x, n = feats(8, 500)
         result["process_warmup"] = {"first": timed(lambda: model.encode_offline(x, n)),
                                     "second": timed(lambda: model.encode_offline(x, n))}
-        shapes = iter([(256, f) for f in range(1000, 3000, 37)])
+        shapes = iter([(64, f) for f in range(1000, 3000, 37)])
         for arm, cudnn in (("encoder", True), ("subsampling", True),
                            ("encoder_no_cudnn", False), ("subsampling_no_cudnn", False)):
             torch.backends.cudnn.enabled = cudnn

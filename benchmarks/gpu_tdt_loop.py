@@ -1,7 +1,6 @@
 """The TDT greedy search alone, on the encoder output of real audio: the host loop
-(``tdt_search.tdt_greedy``) against the device loop (``tdt_graph``), eager and from graphs, with
-the LSTM predictor's one-step path as it ships and with the recurrence kernel forced (the state
-before the one-step GEMM), all in one process on the same batches.
+(``tdt_search.tdt_greedy``) against the device loop (``tdt_graph``), eager and from graphs, all
+in one process on the same batches.
 
     python benchmarks/gpu_tdt_loop.py OUT.json --bundle DIR --audio audio70.npz [--batch 256]
 
@@ -65,7 +64,6 @@ def main() -> None:
     from oasr.engine.decode.tdt_search import tdt_greedy
     from oasr.engine.engine import ASREngine
     from oasr.engine.request import Request
-    from oasr.kernels import rnn_cuda
     from oasr.models.loader import load_pretrained
 
     rows = _rows(args.audio) * args.repeat
@@ -124,22 +122,17 @@ def main() -> None:
         "max_symbols_per_step": max_sym, "reps": args.reps, "variants": {},
     }
     ref = None
-    gemm_rows = rnn_cuda.ONE_STEP_GEMM_ROWS
-    for kernel_step in (False, True):
-        rnn_cuda.ONE_STEP_GEMM_ROWS = 10**9 if kernel_step else gemm_rows
-        for name, fn in variants.items():
-            label = name + ("+lstm_kernel_step" if kernel_step else "")
-            s, out = timed(fn)
-            hyps = [h for batch in out for h in batch]
-            if ref is None:
-                ref = hyps
-            result["variants"][label] = {
-                "search_s": round(s, 4), "rtfx": round(audio_s / s),
-                "rows_equal_host_loop": sum(a.tokens == b.tokens and a.frames == b.frames
-                                            for a, b in zip(hyps, ref)),
-                "labels": sum(len(h.tokens) for h in hyps)}
-            print(label, result["variants"][label], flush=True)
-    rnn_cuda.ONE_STEP_GEMM_ROWS = gemm_rows
+    for name, fn in variants.items():
+        s, out = timed(fn)
+        hyps = [h for batch in out for h in batch]
+        if ref is None:
+            ref = hyps
+        result["variants"][name] = {
+            "search_s": round(s, 4), "rtfx": round(audio_s / s),
+            "rows_equal_host_loop": sum(a.tokens == b.tokens and a.frames == b.frames
+                                        for a, b in zip(hyps, ref)),
+            "labels": sum(len(h.tokens) for h in hyps)}
+        print(name, result["variants"][name], flush=True)
     result["graph_captures"] = graphed.captures
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")

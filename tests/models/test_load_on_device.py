@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from oasr.models.loader import load_pretrained
+from tests.helpers.real_tiny_en import needs_tiny_en
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@needs_tiny_en
 def test_cuda_load_equals_the_cpu_load_moved():
     ref = load_pretrained().model.to("cuda")
     ours = load_pretrained(device="cuda").model

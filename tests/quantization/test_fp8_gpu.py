@@ -15,6 +15,7 @@ from oasr.layers.linear import Linear
 from oasr.quantization.lanes import ScaledMMFp8Lane
 from oasr.quantization.methods import replace_weight
 from oasr.quantization.numerics import quantize_weight_fp8
+from tests.helpers.real_tiny_en import needs_tiny_en
 
 
 def _sm89() -> bool:
@@ -88,6 +89,7 @@ def _wer(quantization: str | None, clips) -> tuple[float, object]:
     return score({c.id: c.text for c in clips}, texts).wer * 100, engine
 
 
+@needs_tiny_en
 def test_whisper_tiny_en_fp8_wer_within_delta_of_bf16(heldout_clips):
     bf16_wer, _ = _wer(None, heldout_clips)
     fp8_wer, engine = _wer("fp8", heldout_clips)

