@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_a|tdt_b|tdt_min}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_a|tdt_b|tdt_min|conv_min}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -236,6 +236,23 @@ tdt_min)  # a short budget: the gpu tests (PYTEST_PATHS, default all), then the 
         --bundle /tmp/oasr_min/bundle --audio "$D"
     TAIL=8 step first_shape 90 python3 benchmarks/gpu_first_shape.py "$R/gpu_first_shape.json" \
         --bundle /tmp/oasr_min/bundle
+    ;;
+conv_min)  # a short budget: the gpu tests of the layers and the models with Conv2d front-ends,
+    # the first-shape probe, and `oasr bench` on Parakeet TDT and CTC shapes (b256, bf16)
+    # shellcheck disable=SC2086
+    TAIL=16 step pytest_gpu "${PYTEST_S:-170}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+        -rfEs --tb=short ${PYTEST_PATHS:-tests/layers tests/models tests/streaming tests/engine/decode}
+    for fam in tdt ctc; do
+        TAIL=2 step "build_$fam" 150 python3 benchmarks/record_models.py "parakeet_$fam" \
+            "/tmp/oasr_min/src_$fam" --convert "/tmp/oasr_min/bundle_$fam"
+    done
+    TAIL=8 step first_shape 90 python3 benchmarks/gpu_first_shape.py "$R/gpu_first_shape.json" \
+        --bundle /tmp/oasr_min/bundle_tdt
+    for fam in tdt ctc; do
+        TAIL=4 step "bench_$fam" 150 python3 -m oasr.cli.app bench "$D/audio/*.flac" \
+            -m "/tmp/oasr_min/bundle_$fam" --device cuda --dtype bf16 -b 256 \
+            --repeat-minutes "${BENCH_MINUTES:-200}" --json "$R/bench_$fam.json"
+    done
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
