@@ -3,10 +3,12 @@
 A device-resident greedy search (``transducer_graph``, ``tdt_graph``) keeps its whole mutable
 state in static buffers and runs every row through the same kernels each step, masked, so a
 block of steps is capturable. ``StepGraphs`` owns the captures: keyed by whatever fixes the
-buffers' shapes, at most ``max_captures`` of them (past that a search runs its loop eagerly:
-the same kernels, launched one by one), each warmed up once on a side stream so lazy
-initialisation (cuBLAS handles, cached weight copies) happens outside the capture. A capture
-that fails is said once and turns capture off for that search.
+buffers' shapes, at most ``max_captures`` of them (a new shape past that evicts the least
+recently used one), each warmed up once on a side stream so lazy initialisation (cuBLAS
+handles, cached weight copies) happens outside the capture. A capture that fails is said once
+and turns capture off for that search (its loop then runs eagerly: the same kernels, launched
+one by one). Frame capacities are powers of two (``frame_capacity``): a buffer sized for more
+frames serves a shorter batch, so a job's batches share a few captures.
 """
 
 from __future__ import annotations
@@ -19,11 +21,31 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-__all__ = ["StepGraphs", "copy_state", "state_tensors"]
+__all__ = ["StepGraphs", "copy_state", "cuda_capture", "frame_capacity", "state_tensors"]
 
 logger = logging.getLogger("oasr.engine")
 
 B = TypeVar("B")
+MIN_FRAMES = 64
+
+
+def frame_capacity(frames: int) -> int:
+    """The frame capacity of the buffers serving a batch of ``frames``: a power of two, at
+    least ``MIN_FRAMES``."""
+    return max(MIN_FRAMES, 1 << max(frames - 1, 0).bit_length())
+
+
+def cuda_capture(body: Callable[[Any], None], buffers: Any, device: torch.device) -> Any:
+    """Warm ``body(buffers)`` up on a side stream, then capture it into a new CUDA graph."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        body(buffers)
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body(buffers)
+    return graph
 
 
 def state_tensors(state: Any) -> list[torch.Tensor]:
@@ -45,19 +67,28 @@ def copy_state(dst: Any, src: Any) -> None:
 
 
 class StepGraphs(Generic[B]):
-    """Captured graphs of ``body(buffers)``, one per key, each with its own buffers."""
+    """Captured graphs of ``body(buffers)``, one per key, each with its own buffers.
 
-    def __init__(self, what: str, max_captures: int) -> None:
+    ``capture(body, buffers, device) -> graph``: ``cuda_capture`` unless a test substitutes one.
+    """
+
+    def __init__(self, what: str, max_captures: int,
+                 capture: Callable[[Callable[[Any], None], Any, torch.device], Any] | None = None
+                 ) -> None:
+        if max_captures < 1:
+            raise ValueError(f"max_captures must be >= 1, got {max_captures}")
         self.what = what
         self.max_captures = max_captures
+        self.capture = capture or cuda_capture
         self.enabled = True
         self.captures = 0  # graphs captured so far (tests and benchmarks read it)
-        self._captured: OrderedDict[Hashable, tuple[torch.cuda.CUDAGraph, B]] = OrderedDict()
+        self.evictions = 0
+        self._captured: OrderedDict[Hashable, tuple[Any, B]] = OrderedDict()
 
     def get(self, key: Hashable, make: Callable[[], B], body: Callable[[B], None],
-            device: torch.device) -> tuple[torch.cuda.CUDAGraph, B] | None:
+            device: torch.device) -> tuple[Any, B] | None:
         """The graph for ``key`` (captured now if new) and its buffers; ``None`` when capture
-        is off, failed, or the cache is full (the caller runs eagerly)."""
+        is off or failed (the caller runs eagerly)."""
         if not self.enabled:
             return None
         hit = self._captured.get(key)
@@ -65,17 +96,11 @@ class StepGraphs(Generic[B]):
             self._captured.move_to_end(key)
             return hit
         if len(self._captured) >= self.max_captures:
-            return None
+            self._captured.popitem(last=False)  # its graph and buffers go with it
+            self.evictions += 1
         buffers = make()
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            body(buffers)
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
-                body(buffers)
+            graph = self.capture(body, buffers, device)
         except RuntimeError as exc:
             logger.warning("%s: CUDA-graph capture failed (%s); the loop runs eager for this "
                            "model", self.what, exc)

@@ -13,21 +13,21 @@ row is still inside its frames) and the hypotheses once at the end.
 W is frames x ``min(max_symbols_per_step, WIDTH_PER_FRAME)``: speech averages well under one
 label per frame, so 4 per frame over a whole row is never reached in practice; a batch where a row
 does reach it (its labels past W would be lost) is said in a warning and decoded again by the
-oracle loop. Graphs are keyed by ``(rows, frame capacity, max symbols, dtypes)``: rows rounded up
-to a power of two (padding rows have length 0 and never move), frames to ``FRAME_BUCKET``, so
-a job's batches share a few captures; past ``max_captures`` the loop runs eager.
+oracle loop. Graphs are keyed by ``(rows, frame capacity, max symbols, dtypes)``: rows and
+frames rounded up to powers of two (padding rows have length 0 and never move; frames at least
+64, ``step_graphs.frame_capacity``), so a job's batches share a few captures; past
+``max_captures`` a new shape evicts the least recently used.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from typing import Any
 
 import torch
 
-from oasr.engine.decode.step_graphs import StepGraphs, copy_state
+from oasr.engine.decode.step_graphs import StepGraphs, copy_state, frame_capacity
 from oasr.engine.decode.tdt_search import TdtHypothesis, tdt_greedy
 
 __all__ = ["TdtDeviceGreedy"]
@@ -35,7 +35,6 @@ __all__ = ["TdtDeviceGreedy"]
 logger = logging.getLogger("oasr.engine")
 
 STEPS_PER_GRAPH = 16
-FRAME_BUCKET = 64
 DEFAULT_MAX_CAPTURES = 8
 WIDTH_PER_FRAME = 4
 
@@ -176,7 +175,7 @@ class TdtDeviceGreedy:
         hit = None
         if self.graphs and device.type == "cuda":
             rows = 1 << (batch - 1).bit_length()
-            frames = math.ceil(longest / FRAME_BUCKET) * FRAME_BUCKET
+            frames = frame_capacity(longest)
             key = (rows, frames, max_symbols_per_step, enc.dtype, hidden.dtype)
             hit = self._graphs.get(
                 key, lambda: self._buffers(rows, frames, max_symbols_per_step, enc),

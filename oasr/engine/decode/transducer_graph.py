@@ -12,8 +12,8 @@ already takes the mask), so the step is the same kernels whatever the data: capt
 A graph holds ``FRAMES_PER_GRAPH`` frames unrolled; the frame index lives in a device tensor
 the graph increments, so one capture serves every block of a batch. Graphs are keyed by
 ``(rows, frame capacity, max_sym_per_frame, dtype)``: the capacity is the batch's frame count
-rounded up to ``FRAME_BUCKET``, so batches of similar length share a capture; past
-``max_captures`` shapes the loop runs eager (same kernels, launched one by one).
+rounded up to a power of two (``step_graphs.frame_capacity``), so batches of similar length
+share a capture; past ``max_captures`` a new shape evicts the least recently used.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from typing import Any
 
 import torch
 
-from oasr.engine.decode.step_graphs import StepGraphs, copy_state
+from oasr.engine.decode.step_graphs import StepGraphs, copy_state, frame_capacity
 from oasr.engine.decode.transducer_search import TransducerHypothesis
 
 __all__ = ["DeviceGreedy", "greedy_search_device"]
 
 FRAMES_PER_GRAPH = 16
-FRAME_BUCKET = 64
 DEFAULT_MAX_CAPTURES = 8
 
 
@@ -152,7 +151,7 @@ class DeviceGreedy:
         blocks = math.ceil(longest / FRAMES_PER_GRAPH)
         hit = None
         if self.graphs and device.type == "cuda":
-            frames = math.ceil(max(longest, 1) / FRAME_BUCKET) * FRAME_BUCKET
+            frames = frame_capacity(longest)
             key = (rows, frames, max_sym_per_frame, enc.dtype, hidden.dtype)
             hit = self._graphs.get(
                 key, lambda: self._buffers(rows, frames, max_sym_per_frame, enc, device),
