@@ -238,20 +238,23 @@ tdt_min)  # a short budget: the gpu tests (PYTEST_PATHS, default all), then the 
         --bundle /tmp/oasr_min/bundle
     ;;
 conv_min)  # a short budget: the gpu tests of the layers and the models with Conv2d front-ends,
-    # the first-shape probe, and `oasr bench` on Parakeet TDT and CTC shapes (b256, bf16)
+    # then, most telling first, the first-shape probe and `oasr bench` on the Parakeet TDT and
+    # CTC shapes (b256, bf16)
     # shellcheck disable=SC2086
     TAIL=16 step pytest_gpu "${PYTEST_S:-170}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short ${PYTEST_PATHS:-tests/layers tests/models tests/streaming tests/engine/decode}
     for fam in tdt ctc; do
         TAIL=2 step "build_$fam" 150 python3 benchmarks/record_models.py "parakeet_$fam" \
             "/tmp/oasr_min/src_$fam" --convert "/tmp/oasr_min/bundle_$fam"
-    done
-    TAIL=8 step first_shape 90 python3 benchmarks/gpu_first_shape.py "$R/gpu_first_shape.json" \
-        --bundle /tmp/oasr_min/bundle_tdt
-    for fam in tdt ctc; do
+        if [ "$fam" = tdt ]; then
+            TAIL=8 step first_shape 90 python3 benchmarks/gpu_first_shape.py \
+                "$R/gpu_first_shape.json" --bundle /tmp/oasr_min/bundle_tdt
+            cp "$R/gpu_first_shape.json" "$OUT/" 2>/dev/null
+        fi
         TAIL=4 step "bench_$fam" 150 python3 -m oasr.cli.app bench "$D/audio/*.flac" \
             -m "/tmp/oasr_min/bundle_$fam" --device cuda --dtype bf16 -b 256 \
             --repeat-minutes "${BENCH_MINUTES:-200}" --json "$R/bench_$fam.json"
+        cp "$R/bench_$fam.json" "$OUT/" 2>/dev/null
     done
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
