@@ -54,10 +54,11 @@ def conv2d_time_tiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
     padded[:, ph:ph + keep] = x[:, :keep]
     # (B, n_tiles, W, C, span) -> (B * n_tiles, span, W, C): one copy of the input
     tiles = padded.unfold(1, span, step).permute(0, 1, 4, 2, 3).reshape(b * n_tiles, span, w, c)
+    del padded  # the tiles hold what the convolutions read
     per_call = MAX_TILES_PER_CALL
     while per_call > 1 and per_call * span * w * c > _MAX_ELEMENTS:
         per_call //= 2
-    outs = []
+    out: torch.Tensor | None = None
     start, total = 0, tiles.shape[0]
     while start < total:
         n = min(per_call, total - start)
@@ -66,9 +67,11 @@ def conv2d_time_tiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
         if size != n:  # the last chunk, padded to a power of two so its shape recurs
             chunk = torch.cat([chunk, chunk.new_zeros(size - n, span, w, c)])
         y = F.conv2d(chunk.permute(0, 3, 1, 2), weight, bias, stride, (0, padding[1]),
-                     dilation, groups)
-        outs.append(y.permute(0, 2, 3, 1)[:n])
+                     dilation, groups).permute(0, 2, 3, 1)[:n]
+        if out is None:  # written chunk by chunk: no list of outputs held to concatenate
+            out = y.new_empty(total, *y.shape[1:])
+        out[start:start + n] = y
         start += n
-    y = torch.cat(outs) if len(outs) > 1 else outs[0]
-    y = y.reshape(b, n_tiles * TILE_OUT, y.shape[2], y.shape[3])
+    assert out is not None
+    y = out.view(b, n_tiles * TILE_OUT, out.shape[2], out.shape[3])
     return y[:, :h_out].contiguous()
