@@ -10,9 +10,10 @@ torch's own depthwise kernel refuses such tensors outright.
 
 Here H is cut into tiles of ``TILE_OUT`` output rows: each tile's input is the
 ``(TILE_OUT - 1) * stride + dilation * (k - 1) + 1`` rows it reads (zero rows stand for the
-padding at both ends), the tiles of every row of the batch are stacked along the batch axis,
-and the stack is convolved in chunks of a power-of-two number of tiles (at most
-``MAX_TILES_PER_CALL``, and at most 2^30 elements), padding along H dropped and along W kept.
+padding at both ends), the tiles of every row of the batch are taken in order, and they are
+gathered and convolved in chunks of a power-of-two number of tiles (at most
+``MAX_TILES_PER_CALL``, and at most 2^30 elements), padding along H dropped and along W kept;
+only one chunk of tiles exists at a time.
 Every call therefore has one of a handful of shapes per layer, planned once per process. The
 result equals ``F.conv2d`` on the whole tensor: each output row reads exactly the input rows
 (and zeros) it would read there.
@@ -48,30 +49,26 @@ def conv2d_time_tiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
     span = (TILE_OUT - 1) * sh + dh * (kh - 1) + 1  # input rows one tile reads
     step = TILE_OUT * sh
     n_tiles = -(-h_out // TILE_OUT)
-    rows = (n_tiles - 1) * step + span
-    padded = x.new_zeros(b, rows, w, c)
-    keep = min(h, rows - ph)
-    padded[:, ph:ph + keep] = x[:, :keep]
-    # (B, n_tiles, W, C, span) -> (B * n_tiles, span, W, C): one copy of the input
-    tiles = padded.unfold(1, span, step).permute(0, 1, 4, 2, 3).reshape(b * n_tiles, span, w, c)
-    del padded  # the tiles hold what the convolutions read
+    total = b * n_tiles
     per_call = MAX_TILES_PER_CALL
     while per_call > 1 and per_call * span * w * c > _MAX_ELEMENTS:
         per_call //= 2
+    offsets = torch.arange(span, device=x.device) - ph
     out: torch.Tensor | None = None
-    start, total = 0, tiles.shape[0]
-    while start < total:
+    for start in range(0, total, per_call):
         n = min(per_call, total - start)
-        chunk = tiles[start:start + n]
-        size = _pow2_at_least(n)
-        if size != n:  # the last chunk, padded to a power of two so its shape recurs
-            chunk = torch.cat([chunk, chunk.new_zeros(size - n, span, w, c)])
+        size = _pow2_at_least(n)  # a short last chunk is padded so its shape recurs
+        tile = torch.arange(start, start + size, device=x.device)
+        rows = (tile % n_tiles * step)[:, None] + offsets  # (size, span) input rows read
+        valid = (rows >= 0) & (rows < h) & (tile < total)[:, None]
+        # one chunk of tiles gathered at a time: no padded or tiled copy of the whole input
+        chunk = x[(tile // n_tiles).clamp(max=b - 1)[:, None], rows.clamp(0, h - 1)]
+        chunk.masked_fill_(~valid[:, :, None, None], 0)  # the padding's zero rows
         y = F.conv2d(chunk.permute(0, 3, 1, 2), weight, bias, stride, (0, padding[1]),
                      dilation, groups).permute(0, 2, 3, 1)[:n]
         if out is None:  # written chunk by chunk: no list of outputs held to concatenate
             out = y.new_empty(total, *y.shape[1:])
         out[start:start + n] = y
-        start += n
     assert out is not None
     y = out.view(b, n_tiles * TILE_OUT, out.shape[2], out.shape[3])
     return y[:, :h_out].contiguous()
