@@ -22,6 +22,16 @@ import torch
 SR = 16000
 
 
+def read_npz(path: Path) -> list[tuple[str, np.ndarray]]:
+    """(id, float32 samples) per utterance of the int16 ``.npz`` ``gpu_record.py`` writes."""
+    data = np.load(path)
+    rows, pos = [], 0
+    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist()):
+        rows.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
+        pos += n
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bundle", default="whisper-tiny.en")
@@ -36,12 +46,7 @@ def main() -> None:
     from oasr.engine.request import Request
     from oasr.models.loader import load_pretrained
 
-    data = np.load(args.audio)
-    rows, pos = [], 0
-    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist()):
-        rows.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
-        pos += n
-    rows = rows * 4
+    rows = read_npz(args.audio) * 4
     engine = ASREngine(EngineConfig(device="cuda", dtype=args.dtype, max_batch_size=args.batch,
                                     max_decode_slots=max(256, args.batch)),
                        loaded=load_pretrained(args.bundle))

@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_a|tdt_b|tdt_min|conv_min}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_min|conv_min}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -208,22 +208,6 @@ record_b)  # the benchmark of record for the Whisper families (the large-v3-turb
     TAIL=60 step record "${RECORD_S:-510}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families whisper_large_v3_turbo,whisper_tiny_en --profile \
         --py-spy "${PY_SPY:-whisper_tiny_en}"
-    ;;
-tdt_a)  # every gpu test first, then Parakeet TDT's record (the device-resident search)
-    TAIL=16 step pytest_gpu "${PYTEST_S:-170}" python3 -m pytest -m gpu -q -p no:cacheprovider \
-        -rfEs --tb=short tests
-    TAIL=40 step record "${RECORD_S:-330}" python3 benchmarks/gpu_record.py "$R/record" \
-        --data "$K" --families parakeet_tdt --profile
-    ;;
-tdt_b)  # (machine still warm after tdt_a) the TDT search alone, host loop against the device
-    # loop, on tdt_a's bundle and audio; a new batch shape's first encoder call against its
-    # second; then the families FAMILIES names (default CTC)
-    TAIL=8 step tdt_loop 120 python3 benchmarks/gpu_tdt_loop.py "$R/gpu_tdt_loop.json" \
-        --bundle /tmp/oasr_record/bundles/parakeet_tdt --audio /tmp/oasr_record/audio70.npz
-    TAIL=8 step first_shape 90 python3 benchmarks/gpu_first_shape.py "$R/gpu_first_shape.json" \
-        --bundle /tmp/oasr_record/bundles/parakeet_tdt
-    TAIL=40 step record "${RECORD_S:-330}" python3 benchmarks/gpu_record.py "$R/record" \
-        --data "$K" --families "${FAMILIES:-parakeet_ctc}" --profile
     ;;
 tdt_min)  # a short budget: the gpu tests (PYTEST_PATHS, default all), then the TDT search
     # alone and the first-shape probe on a freshly built Parakeet-TDT-0.6b-shape bundle

@@ -26,7 +26,9 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from gpu_profile import read_npz  # noqa: E402
 
 SR = 16000
 
@@ -39,12 +41,7 @@ def _rows(src: Path) -> list[tuple[str, np.ndarray]]:
         if not files:
             raise SystemExit(f"no .flac files under {src}")
         return [(f.stem, sf.read(str(f), dtype="float32")[0]) for f in files]
-    data = np.load(src)
-    rows, pos = [], 0
-    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist()):
-        rows.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
-        pos += n
-    return rows
+    return read_npz(src)
 
 
 def main() -> None:

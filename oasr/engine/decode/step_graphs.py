@@ -21,7 +21,8 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-__all__ = ["StepGraphs", "copy_state", "cuda_capture", "frame_capacity", "state_tensors"]
+__all__ = ["GraphedSearch", "StepGraphs", "copy_state", "cuda_capture", "frame_capacity",
+           "state_tensors"]
 
 logger = logging.getLogger("oasr.engine")
 
@@ -72,7 +73,7 @@ class StepGraphs(Generic[B]):
     ``capture(body, buffers, device) -> graph``: ``cuda_capture`` unless a test substitutes one.
     """
 
-    def __init__(self, what: str, max_captures: int,
+    def __init__(self, what: str, max_captures: int, enabled: bool = True,
                  capture: Callable[[Callable[[Any], None], Any, torch.device], Any] | None = None
                  ) -> None:
         if max_captures < 1:
@@ -80,7 +81,7 @@ class StepGraphs(Generic[B]):
         self.what = what
         self.max_captures = max_captures
         self.capture = capture or cuda_capture
-        self.enabled = True
+        self.enabled = enabled
         self.captures = 0  # graphs captured so far (tests and benchmarks read it)
         self.evictions = 0
         self._captured: OrderedDict[Hashable, tuple[Any, B]] = OrderedDict()
@@ -109,3 +110,18 @@ class StepGraphs(Generic[B]):
         self._captured[key] = (graph, buffers)
         self.captures += 1
         return graph, buffers
+
+
+class GraphedSearch:
+    """What a device-resident search built on ``StepGraphs`` shows of its captures."""
+
+    _graphs: StepGraphs[Any]
+
+    @property
+    def graphs(self) -> bool:
+        """Whether the loop replays graphs (false when asked not to, or a capture failed)."""
+        return self._graphs.enabled
+
+    @property
+    def captures(self) -> int:
+        return self._graphs.captures

@@ -27,7 +27,12 @@ from typing import Any
 
 import torch
 
-from oasr.engine.decode.step_graphs import StepGraphs, copy_state, frame_capacity
+from oasr.engine.decode.step_graphs import (
+    GraphedSearch,
+    StepGraphs,
+    copy_state,
+    frame_capacity,
+)
 from oasr.engine.decode.tdt_search import TdtHypothesis, tdt_greedy
 
 __all__ = ["TdtDeviceGreedy"]
@@ -45,6 +50,7 @@ class _Buffers:
 
     enc: torch.Tensor  # (B, F, J) projected encoder frames
     lengths: torch.Tensor  # (B,)
+    table: torch.Tensor  # (D,) the durations a duration logit's index stands for
     frame: torch.Tensor  # (B,) each row's current frame
     symbols: torch.Tensor  # (B,) labels emitted at that frame so far
     active: torch.Tensor  # (B,) bool: frame < length
@@ -57,7 +63,7 @@ class _Buffers:
     count: torch.Tensor  # (B,) labels emitted (may pass W: then the batch overflowed)
 
 
-class TdtDeviceGreedy:
+class TdtDeviceGreedy(GraphedSearch):
     """Greedy TDT search for one model, device-resident; ``graphs``: replay captured blocks
     on CUDA (``False``: the same masked loop, eager, which the CPU tests run)."""
 
@@ -67,25 +73,8 @@ class TdtDeviceGreedy:
         self.predictor, self.joiner = predictor, joiner
         self.blank, self.vocab = blank_id, vocab_size
         self.durations = [int(d) for d in durations]
-        self._graphs: StepGraphs[_Buffers] = StepGraphs("tdt greedy", max_captures)
-        self._graphs.enabled = graphs
-        self._tables: dict[torch.device, torch.Tensor] = {}
-
-    @property
-    def graphs(self) -> bool:
-        """Whether the loop replays graphs (false when asked not to, or a capture failed)."""
-        return self._graphs.enabled
-
-    @property
-    def captures(self) -> int:
-        return self._graphs.captures
-
-    def _table(self, device: torch.device) -> torch.Tensor:
-        table = self._tables.get(device)
-        if table is None:
-            table = self._tables[device] = torch.tensor(self.durations, dtype=torch.int64,
-                                                        device=device)
-        return table
+        self._graphs: StepGraphs[_Buffers] = StepGraphs("tdt greedy", max_captures,
+                                                        enabled=graphs)
 
     # -- the step ------------------------------------------------------------------------
     def _step(self, b: _Buffers, max_sym: int) -> None:
@@ -96,7 +85,7 @@ class TdtDeviceGreedy:
         logits = self.joiner(b.enc.view(rows * frames_max, -1).index_select(0, at), b.dec)
         token_logits = logits[:, :self.vocab].float()
         tok = token_logits.argmax(dim=-1)
-        dur = self._table(b.enc.device)[logits[:, self.vocab:].argmax(dim=-1)]
+        dur = b.table[logits[:, self.vocab:].argmax(dim=-1)]
         blank = tok == self.blank
         one = torch.ones_like(dur)
         dur = torch.where(blank & (dur == 0), one, dur)
@@ -134,6 +123,7 @@ class TdtDeviceGreedy:
         return _Buffers(
             enc=enc_like.new_zeros(rows, frames, enc_like.shape[-1]),
             lengths=torch.zeros(rows, dtype=torch.int64, device=device),
+            table=torch.tensor(self.durations, dtype=torch.int64, device=device),
             frame=torch.zeros(rows, dtype=torch.int64, device=device),
             symbols=torch.zeros(rows, dtype=torch.int64, device=device),
             active=torch.zeros(rows, dtype=torch.bool, device=device),

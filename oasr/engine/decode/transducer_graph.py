@@ -24,7 +24,12 @@ from typing import Any
 
 import torch
 
-from oasr.engine.decode.step_graphs import StepGraphs, copy_state, frame_capacity
+from oasr.engine.decode.step_graphs import (
+    GraphedSearch,
+    StepGraphs,
+    copy_state,
+    frame_capacity,
+)
 from oasr.engine.decode.transducer_search import TransducerHypothesis
 
 __all__ = ["DeviceGreedy", "greedy_search_device"]
@@ -49,7 +54,7 @@ class _Buffers:
     count: torch.Tensor  # (B,)
 
 
-class DeviceGreedy:
+class DeviceGreedy(GraphedSearch):
     """Greedy transducer search for one model (``predictor``, ``joiner``), device-resident.
 
     ``graphs``: replay the loop from CUDA graphs (CUDA only); ``False`` runs the same masked
@@ -61,17 +66,8 @@ class DeviceGreedy:
         self.predictor, self.joiner = predictor, joiner
         self.blank = predictor.blank_id
         self.unk = self.blank if unk_id is None else unk_id
-        self._graphs: StepGraphs[_Buffers] = StepGraphs("transducer greedy", max_captures)
-        self._graphs.enabled = graphs
-
-    @property
-    def graphs(self) -> bool:
-        """Whether the loop replays graphs (false when asked not to, or a capture failed)."""
-        return self._graphs.enabled
-
-    @property
-    def captures(self) -> int:
-        return self._graphs.captures
+        self._graphs: StepGraphs[_Buffers] = StepGraphs("transducer greedy", max_captures,
+                                                        enabled=graphs)
 
     # -- the step ------------------------------------------------------------------------
     def _frame(self, b: _Buffers, max_sym: int) -> None:
