@@ -32,6 +32,92 @@ def read_npz(path: Path) -> list[tuple[str, np.ndarray]]:
     return rows
 
 
+def phase_split(engine, one_pass) -> dict[str, float]:
+    """Seconds per phase of one pass, each bracketed by device syncs: staging + features
+    (``InputProcessor``), the encoder, the search, and the rest (admission, host output
+    building, scheduling): the rest is where the GPU waits on the host."""
+    spent = {"inputs": 0.0, "encoder": 0.0, "search": 0.0}
+
+    def timed(name, fn):
+        def run(*a, **k):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            torch.cuda.synchronize()
+            spent[name] += time.perf_counter() - t0
+            return out
+        return run
+
+    class TimedInputs:  # the InputProcessor, its call timed (admission still reads .check)
+        def __init__(self, inner):
+            self.inner, self.call = inner, timed("inputs", inner)
+
+        def __call__(self, *a, **k):
+            return self.call(*a, **k)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    saved = engine.inputs, engine.runner.forward, getattr(engine.strategy, "search", None)
+    engine.inputs = TimedInputs(saved[0])
+    engine.runner.forward = timed("encoder", saved[1])
+    if saved[2] is not None:
+        engine.strategy.search = timed("search", saved[2])
+    try:
+        wall = one_pass()
+    finally:
+        engine.inputs, engine.runner.forward = saved[0], saved[1]
+        if saved[2] is not None:
+            del engine.strategy.search  # the instance attribute shadowed the method
+    spent["rest"] = wall - sum(spent.values())
+    spent["wall"] = wall
+    return spent
+
+
+def annotate_modules(model) -> list:
+    """Profiler ranges named ``module:<Class>`` around every submodule two levels under the
+    encoder's layers (and the encoder's other children), so the table sums device time per
+    kind of module (attention, feed-forward, convolution, norms, subsampling)."""
+    from torch.autograd.profiler import record_function
+
+    encoder = getattr(model, "encoder", model)
+    targets = []
+    for child in encoder.children():
+        if isinstance(child, torch.nn.ModuleList):
+            for layer in child:
+                targets += list(layer.children())
+        else:
+            targets.append(child)
+    handles = []
+    for mod in targets:
+        label = f"module:{type(mod).__name__}"
+
+        def pre(m, args, label=label):
+            m._oasr_range = record_function(label)
+            m._oasr_range.__enter__()
+
+        def post(m, args, out):
+            m._oasr_range.__exit__(None, None, None)
+
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    return handles
+
+
+def module_table(prof) -> list[str]:
+    """Device time per ``module:`` range, largest first."""
+    rows = [(e.device_time_total / 1e3, e.count, e.key) for e in prof.key_averages()
+            if e.key.startswith("module:")]
+    return [f"{ms:10.2f} ms  {n:6d} calls  {key}" for ms, n, key in sorted(rows, reverse=True)]
+
+
+def busy_s(prof) -> float:
+    """Kernel time the profiler saw, in seconds (overlapping streams counted twice)."""
+    from torch.autograd import DeviceType
+
+    return sum(e.time_range.elapsed_us() for e in prof.events()
+               if e.device_type == DeviceType.CUDA) / 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bundle", default="whisper-tiny.en")
@@ -39,6 +125,7 @@ def main() -> None:
     ap.add_argument("--audio", type=Path, required=True)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--repeat", type=int, default=8, help="passes over the audio per pass")
     args = ap.parse_args()
 
     from oasr.engine.config import EngineConfig
@@ -46,7 +133,7 @@ def main() -> None:
     from oasr.engine.request import Request
     from oasr.models.loader import load_pretrained
 
-    rows = read_npz(args.audio) * 4
+    rows = read_npz(args.audio) * args.repeat
     engine = ASREngine(EngineConfig(device="cuda", dtype=args.dtype, max_batch_size=args.batch,
                                     max_decode_slots=max(256, args.batch)),
                        loaded=load_pretrained(args.bundle))
@@ -73,22 +160,40 @@ def main() -> None:
     engine.runner.forward = timed_forward
     wall_synced = one_pass()
     engine.runner.forward = encode
+    phases = phase_split(engine, one_pass)
+    overlap = engine.config.overlap_output_building
+    engine.config.overlap_output_building = not overlap
+    wall_flipped = one_pass()
+    engine.config.overlap_output_building = overlap
     wall = one_pass()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
         one_pass()
+    handles = annotate_modules(engine.model)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as by_module:
+        one_pass()
+    for h in handles:
+        h.remove()
     audio_s = sum(len(a) for _, a in rows) / SR
     lines = [
         f"batch {args.batch}, {len(rows)} utterances, {audio_s:.0f} s of audio",
         f"wall {wall:.3f} s (RTFx {audio_s / wall:.0f}); with syncs around the encoder "
         f"{wall_synced:.3f} s, of which encoder {spent[0]:.3f} s",
+        "phases, each timed between device syncs in one more pass: "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()),
+        f"GPU busy (the profiled pass's kernel time) {busy_s(prof):.3f} s",
+        f"overlap_output_building {overlap}: wall {wall:.3f} s; {not overlap}: "
+        f"{wall_flipped:.3f} s",
+        "", "device time per encoder module kind (a separate profiled pass):",
+        *module_table(by_module),
         "", "top by self CUDA time:",
         prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25),
         "", "top by CPU time:",
         prof.key_averages().table(sort_by="cpu_time_total", row_limit=25),
     ]
     args.out.write_text("\n".join(lines))
-    print("\n".join(lines[:2]))
+    print("\n".join(lines[:5]))
 
 
 if __name__ == "__main__":

@@ -200,7 +200,8 @@ record_a)  # every gpu test first, then the benchmark of record for the transduc
     TAIL=16 step pytest_gpu "${PYTEST_S:-170}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests
     TAIL=60 step record "${RECORD_S:-420}" python3 benchmarks/gpu_record.py "$R/record" \
-        --data "$K" --families "${FAMILIES:-parakeet_tdt,parakeet_ctc,zipformer_large}" --profile
+        --data "$K" --families "${FAMILIES:-parakeet_tdt,parakeet_ctc,zipformer_large}" --profile \
+        --py-spy "${PY_SPY:-}"
     pyc_report
     ;;
 record_b)  # the benchmark of record for the Whisper families (the large-v3-turbo shape, tiny.en

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -99,6 +99,9 @@ class ASREngine:
         self._skipped_admits = 0
         self._budget_spent = False
         self._ready: list[RequestOutput] = []
+        # A one-shot micro-batch searched, its outputs not yet built: built while the next
+        # micro-batch's encoder runs, so the device does not wait on that host work.
+        self._unbuilt: Callable[[], list[RequestOutput]] | None = None
 
     @property
     def sample_rate(self) -> int:
@@ -112,7 +115,8 @@ class ASREngine:
         self.scheduler.add(request)
 
     def has_unfinished(self) -> bool:
-        return bool(self.scheduler.waiting) or self.strategy.has_pending() or bool(self._ready)
+        return (bool(self.scheduler.waiting) or self.strategy.has_pending() or bool(self._ready)
+                or self._unbuilt is not None)
 
     def _should_admit(self) -> bool:
         waiting = self.scheduler.waiting
@@ -148,9 +152,17 @@ class ASREngine:
             enc, enc_lens = self.runner.forward(feats, lens, self.strategy.consumes)
             if self.strategy.incremental:
                 self.strategy.begin_offline(micro, enc, enc_lens)
+            elif self.config.overlap_output_building:
+                self._build_unbuilt()  # the host work of the batch before, beside this encoder
+                self._unbuilt = self.strategy.search_offline(enc, enc_lens, micro)
             else:
                 self._ready += self.strategy.decode_offline(enc, enc_lens, micro)
         self._skipped_admits = 0
+
+    def _build_unbuilt(self) -> None:
+        if self._unbuilt is not None:
+            build, self._unbuilt = self._unbuilt, None
+            self._ready += build()
 
     # -- the tick -------------------------------------------------------------------------
     @torch.inference_mode()
@@ -159,6 +171,8 @@ class ASREngine:
         with self._sdpa_backends():
             if self._should_admit():
                 self._admit()
+            if not self.scheduler.waiting:  # no next batch to overlap it with
+                self._build_unbuilt()
             out, self._ready = self._ready, []
             if self.strategy.incremental and self.strategy.has_pending():
                 budget = StepBudget.for_tick(self.config.decode_steps_per_tick,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from oasr.engine.decode.streaming import check_streaming_session
@@ -37,6 +38,10 @@ class DecodeStrategy:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         check_streaming_session(cls.__qualname__, cls.__dict__.get("streaming_session"))
+        if "decode_offline" in cls.__dict__ and "search_offline" not in cls.__dict__:
+            # a family redefining decode_offline alone must not inherit a parent's split of
+            # the parent's decode
+            cls.search_offline = DecodeStrategy.search_offline  # type: ignore[method-assign]
 
     def __init__(self, model: Any, options: Any = None, *, tokenizer: Any = None,
                  engine_config: Any = None, feature_config: Any = None) -> None:
@@ -95,6 +100,15 @@ class DecodeStrategy:
         """One-shot families: a micro-batch's encoder output ``(B, T, C)`` (log-probs or
         hidden, per ``consumes``) and lengths ``(B,)`` -> one ``RequestOutput`` per request."""
         raise NotImplementedError(f"{type(self).__name__} is one-shot but has no decode_offline")
+
+    def search_offline(self, enc: Any, enc_lens: Any, requests: list[Any]
+                       ) -> Callable[[], list[Any]]:
+        """``decode_offline`` in two halves: the search now, and the host work that turns its
+        result into outputs (detokenising, word timings) in the returned call, which the engine
+        makes while the next micro-batch's encoder runs on the device. A family whose outputs
+        are cheap to build keeps this default (everything now)."""
+        outputs = self.decode_offline(enc, enc_lens, requests)
+        return lambda: outputs
 
     def begin_offline(self, requests: list[Any], enc: Any, enc_lens: Any) -> None:
         """Incremental families: prefill a micro-batch; its rows then advance step by step."""

@@ -24,7 +24,7 @@ declared gap ``ctc-hotwords``, counted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -270,6 +270,10 @@ class CtcDecodeStrategy(FrameSyncStrategy):
     def decode_offline(self, log_probs: torch.Tensor, lens: torch.Tensor | None,
                        requests: list[Request]) -> list[RequestOutput]:
         """log_probs (B, T', V), lens (B,) encoder frames -> one output per request."""
+        return self.search_offline(log_probs, lens, requests)()
+
+    def search_offline(self, log_probs: torch.Tensor, lens: torch.Tensor | None,
+                       requests: list[Request]) -> Callable[[], list[RequestOutput]]:
         wanted = [r.decoding.n_best or self.options.nbest for r in requests]
         n, hyps = self.search(log_probs, lens, max(wanted))
         contexts = self.contexts
@@ -283,4 +287,4 @@ class CtcDecodeStrategy(FrameSyncStrategy):
                     count(("gap", CTC_HOTWORDS.id))
                 hyps[b] = boosted_search(lp[b], int(n[b]), self.blank, self.options.beam_size,
                                          context, wanted[b])
-        return self.build_outputs(requests, hyps, n, wanted)
+        return lambda: self.build_outputs(requests, hyps, n, wanted)

@@ -10,6 +10,7 @@ of the row), as the CTC family times words.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -74,9 +75,18 @@ class TdtDecodeStrategy(FrameSyncStrategy):
 
     def decode_offline(self, hidden: torch.Tensor, lens: torch.Tensor | None,
                        requests: list[Request]) -> list[RequestOutput]:
+        return self.search_offline(hidden, lens, requests)()
+
+    def search_offline(self, hidden: torch.Tensor, lens: torch.Tensor | None,
+                       requests: list[Request]) -> Callable[[], list[RequestOutput]]:
         hyps = self.search(hidden, lens)
         n = (np.full(len(hyps), hidden.shape[1]) if lens is None
              else lens.detach().cpu().numpy())
+        return lambda: self.build_outputs(requests, hyps, n)
+
+    def build_outputs(self, requests: list[Request], hyps: list[Any], n: np.ndarray
+                      ) -> list[RequestOutput]:
+        """One output per request from its row's hypothesis (host work only)."""
         clock = self.clock
         outs = []
         for b, (req, hyp) in enumerate(zip(requests, hyps)):

@@ -18,7 +18,7 @@ emitting frame to the next label's, and its posterior is the joiner's softmax at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -176,6 +176,10 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
     def decode_offline(self, hidden: torch.Tensor, lens: torch.Tensor | None,
                        requests: list[Request]) -> list[RequestOutput]:
         """hidden (B, T', C), lens (B,) encoder frames -> one output per request."""
+        return self.search_offline(hidden, lens, requests)()
+
+    def search_offline(self, hidden: torch.Tensor, lens: torch.Tensor | None,
+                       requests: list[Request]) -> Callable[[], list[RequestOutput]]:
         wanted = [r.decoding.n_best or self.options.nbest for r in requests]
         hidden = self.condition(hidden, [r.decoding.language for r in requests])
         contexts = [self.contexts.get(r.decoding) for r in requests]
@@ -184,5 +188,5 @@ class TransducerDecodeStrategy(FrameSyncStrategy):
         frames = ([hidden.shape[1]] * hidden.shape[0] if lens is None
                   else lens.detach().cpu().tolist())
         clock = self.clock
-        return [self.build(r, ranked, int(frames[b]), wanted[b], clock)
-                for b, (r, ranked) in enumerate(zip(requests, rows))]
+        return lambda: [self.build(r, ranked, int(frames[b]), wanted[b], clock)
+                        for b, (r, ranked) in enumerate(zip(requests, rows))]

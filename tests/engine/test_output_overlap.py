@@ -1,0 +1,92 @@
+"""One-shot families build a micro-batch's outputs after the next micro-batch's encoder is
+queued (``EngineConfig.overlap_output_building``): same outputs, built one admission later."""
+
+from __future__ import annotations
+
+from oasr.engine.config import EngineConfig
+from oasr.engine.engine import ASREngine
+from oasr.engine.request import Request
+from tests.helpers.fake_ctc import build_fake_ctc, speechy_audio
+
+
+def _engine(overlap: bool) -> ASREngine:
+    return ASREngine(EngineConfig(device="cpu", max_batch_size=3, decode_method="ctc",
+                                  decode_options={"beam_size": 1},
+                                  overlap_output_building=overlap),
+                     loaded=build_fake_ctc(seed=1))
+
+
+def _requests() -> list[Request]:
+    return [Request(f"r{i}", speechy_audio(i), metadata={"i": i}) for i in range(10)]
+
+
+def _trace(engine: ASREngine) -> list[str]:
+    """Record the order of encoder forwards and output building."""
+    events: list[str] = []
+    forward, search = engine.runner.forward, engine.strategy.search_offline
+
+    def traced_forward(feats, lens, consumes):
+        events.append(f"encode {feats.shape[0]}")
+        return forward(feats, lens, consumes)
+
+    def traced_search(enc, lens, micro):
+        build = search(enc, lens, micro)
+
+        def traced_build():
+            events.append(f"build {len(micro)}")
+            return build()
+        return traced_build
+
+    engine.runner.forward = traced_forward
+    engine.strategy.search_offline = traced_search
+    return events
+
+
+def test_outputs_are_the_same_with_and_without_the_overlap() -> None:
+    def run(overlap: bool) -> dict[str, tuple]:
+        outs = list(_engine(overlap).run(_requests()))
+        return {o.request_id: (o.text, tuple(o.token_ids), o.metadata["i"]) for o in outs}
+
+    plain, overlapped = run(False), run(True)
+    assert len(plain) == 10 and plain == overlapped
+
+
+def test_a_batch_is_built_after_the_next_encoder_and_the_last_at_once() -> None:
+    engine = _engine(True)
+    events = _trace(engine)
+    outs = list(engine.run(_requests()))
+    assert len(outs) == 10
+    encodes = [i for i, e in enumerate(events) if e.startswith("encode")]
+    builds = [i for i, e in enumerate(events) if e.startswith("build")]
+    assert len(encodes) == len(builds) == 4  # 3 + 3 + 3 + 1 rows
+    # every batch but the last is built right after the next batch's encoder
+    for k in range(3):
+        assert encodes[k] < encodes[k + 1] < builds[k]
+    assert builds[-1] > encodes[-1]
+    assert not engine.has_unfinished()
+
+
+def test_a_source_that_waits_on_an_output_still_gets_it() -> None:
+    """A request made only once the one before it finished: the unbuilt batch must be built
+    when nothing else waits, or the source would wait forever."""
+    engine = _engine(True)
+    done: list[str] = []
+
+    def chain():
+        for i in range(3):
+            yield Request(f"r{i}", speechy_audio(i))
+            while len(done) <= i:
+                yield None
+    for out in engine.run(chain()):
+        done.append(out.request_id)
+    assert done == ["r0", "r1", "r2"]
+
+
+def test_a_family_redefining_decode_offline_alone_keeps_its_own_decode() -> None:
+    """ctc_aed_rescoring subclasses CTC and redefines decode_offline only: the engine's split
+    call must run the subclass's decode, not the parent's search."""
+    from oasr.engine.decode.ctc import CtcDecodeStrategy
+    from oasr.engine.decode.ctc_aed_rescoring import CtcAedRescoringStrategy
+
+    assert issubclass(CtcAedRescoringStrategy, CtcDecodeStrategy)
+    assert CtcAedRescoringStrategy.search_offline is not CtcDecodeStrategy.search_offline
