@@ -60,10 +60,12 @@ class FastConformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, key_mask: torch.Tensor,
                 frame_mask: torch.Tensor) -> torch.Tensor:
-        x = x + 0.5 * self.ff1(self.norm_ff1(x))
+        # add(alpha=0.5): one pass where `x + 0.5 * y` makes two, the same rounding (the
+        # halving is exact)
+        x = torch.add(x, self.ff1(self.norm_ff1(x)), alpha=0.5)
         x = x + self.attn(self.norm_attn(x), pos, key_mask)
         x = x + self.conv(self.norm_conv(x), frame_mask)
-        x = x + 0.5 * self.ff2(self.norm_ff2(x))
+        x = torch.add(x, self.ff2(self.norm_ff2(x)), alpha=0.5)
         return self.norm_out(x)
 
 
