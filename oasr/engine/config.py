@@ -35,9 +35,9 @@ class EngineConfig:
     max_decode_slots: int = 256
     decode_admit_window_ms: float = 0.0
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    # One-shot families (CTC, transducers): build a micro-batch's outputs (detokenising, word
-    # timings) after the next micro-batch's encoder is queued, so the device works meanwhile;
-    # outputs then come one admission later.
+    # One-shot families (CTC, transducers): pipeline the ticks, so a micro-batch's outputs are
+    # built and handed out while the next micro-batch's encoder runs on the device (outputs
+    # come one tick later: the first tick only queues an encoder).
     overlap_output_building: bool = True
     # CUDA: keep SDPA off cuDNN's backend (host-side plan building per shape; see ASREngine).
     avoid_cudnn_sdpa: bool = True

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -99,9 +100,11 @@ class ASREngine:
         self._skipped_admits = 0
         self._budget_spent = False
         self._ready: list[RequestOutput] = []
-        # A one-shot micro-batch searched, its outputs not yet built: built while the next
-        # micro-batch's encoder runs, so the device does not wait on that host work.
-        self._unbuilt: Callable[[], list[RequestOutput]] | None = None
+        # One-shot families, pipelined (EngineConfig.overlap_output_building): micro-batches
+        # scheduled and not yet encoded, and the one whose encoder is queued on the device
+        # and not yet searched.
+        self._scheduled: deque[list[Request]] = deque()
+        self._encoding: deque[tuple[list[Request], Any, Any]] = deque()
 
     @property
     def sample_rate(self) -> int:
@@ -116,7 +119,7 @@ class ASREngine:
 
     def has_unfinished(self) -> bool:
         return (bool(self.scheduler.waiting) or self.strategy.has_pending() or bool(self._ready)
-                or self._unbuilt is not None)
+                or bool(self._scheduled) or bool(self._encoding))
 
     def _should_admit(self) -> bool:
         waiting = self.scheduler.waiting
@@ -152,27 +155,45 @@ class ASREngine:
             enc, enc_lens = self.runner.forward(feats, lens, self.strategy.consumes)
             if self.strategy.incremental:
                 self.strategy.begin_offline(micro, enc, enc_lens)
-            elif self.config.overlap_output_building:
-                self._build_unbuilt()  # the host work of the batch before, beside this encoder
-                self._unbuilt = self.strategy.search_offline(enc, enc_lens, micro)
             else:
                 self._ready += self.strategy.decode_offline(enc, enc_lens, micro)
         self._skipped_admits = 0
 
-    def _build_unbuilt(self) -> None:
-        if self._unbuilt is not None:
-            build, self._unbuilt = self._unbuilt, None
-            self._ready += build()
+    @property
+    def _pipelined(self) -> bool:
+        return not self.strategy.incremental and self.config.overlap_output_building
+
+    def _pipeline_tick(self) -> list[RequestOutput]:
+        """A one-shot tick: search the micro-batch whose encoder was queued last tick, queue
+        the next micro-batch's encoder, then build the searched batch's outputs. The device
+        runs that encoder while this thread builds the outputs and the caller takes them
+        (a transcriber assembling rows, reading the manifest, cutting the next windows); it
+        waits on the host only for the search's reads and the next batch's staging."""
+        built = None
+        if self._encoding:
+            micro, enc, enc_lens = self._encoding.popleft()
+            built = self.strategy.search_offline(enc, enc_lens, micro)
+        if not self._scheduled and self.scheduler.waiting and self._admit_room() > 0:
+            self._scheduled.extend(self.scheduler.schedule(self._admit_room()))
+        if self._scheduled:
+            micro = self._scheduled.popleft()
+            feats, lens = self.inputs(micro)
+            self._encoding.append((micro, *self.runner.forward(feats, lens,
+                                                                self.strategy.consumes)))
+        if built is not None:
+            self._ready += built()
+        out, self._ready = self._ready, []
+        return out
 
     # -- the tick -------------------------------------------------------------------------
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """One tick: maybe admit a batch, then advance decoding within the budget."""
         with self._sdpa_backends():
+            if self._pipelined:
+                return self._pipeline_tick()
             if self._should_admit():
                 self._admit()
-            if not self.scheduler.waiting:  # no next batch to overlap it with
-                self._build_unbuilt()
             out, self._ready = self._ready, []
             if self.strategy.incremental and self.strategy.has_pending():
                 budget = StepBudget.for_tick(self.config.decode_steps_per_tick,

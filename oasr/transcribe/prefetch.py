@@ -8,6 +8,9 @@ opened ``depth`` rows before the transcriber starts them, and each keeps up to
 (soundfile, through cffi) and soxr release the GIL while they work, so the workers decode in
 parallel with each other and with the model.
 
+The manifest itself (record batches, the rows built from them) is read on a thread of its own
+(``RowsAhead``) for the same reason.
+
 What the transcriber sees does not change: a row's chunks arrive in order, and a decode error
 is raised by the same ``next`` that would have raised it inline. A chunk whose decode has not
 started when the transcriber needs it is decoded on the transcriber's thread (it does not
@@ -16,6 +19,8 @@ queue behind other rows' read-ahead).
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -119,6 +124,58 @@ class ChunkReadAhead:
         self._ready.clear()
 
 
+class RowsAhead:
+    """A row source read on a thread of its own, up to ``depth`` rows ahead, in order: the
+    manifest's record batches (pyarrow releases the GIL) and the rows built from them, off the
+    thread that drives the engine. An exception of the source is raised by the ``next`` that
+    reaches it, after the rows read before it."""
+
+    def __init__(self, rows: Iterator[ManifestRow], depth: int) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._ended = False
+        self._thread = threading.Thread(target=self._read, args=(rows,), daemon=True,
+                                        name="oasr-manifest")
+        self._thread.start()
+
+    def _read(self, rows: Iterator[ManifestRow]) -> None:
+        try:
+            for row in rows:
+                if not self._put(row):
+                    return
+            self._put(_END)
+        except Exception as exc:  # delivered in order by __next__
+            self._put(_Failure(exc))
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __iter__(self) -> RowsAhead:
+        return self
+
+    def __next__(self) -> ManifestRow:
+        if self._ended:
+            raise StopIteration
+        item = self._queue.get()
+        if item is _END:
+            self._ended = True
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self._ended = True
+            raise item.exc
+        return item
+
+    def close(self) -> None:
+        """Stop reading (the thread ends at its next row)."""
+        self._stop.set()
+
+
 class AudioPrefetch:
     """Opens rows ``depth`` ahead of their use, each a :class:`ChunkReadAhead` on one pool."""
 
@@ -128,6 +185,7 @@ class AudioPrefetch:
         self.depth = max(1, depth)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="oasr-audio")
         self._opened: dict[str, ChunkReadAhead] = {}
+        self._source: RowsAhead | None = None
 
     def rows(self, rows: Iterator[ManifestRow],
              open_chunks: Callable[[ManifestRow], Iterator[np.ndarray]]
@@ -136,7 +194,7 @@ class AudioPrefetch:
         (rows with ``error`` set are not opened). An exception of ``rows`` itself (a manifest
         error) is raised after the rows read before it, where it would have been met."""
         held: deque[ManifestRow] = deque()
-        source = iter(rows)
+        source = self._source = RowsAhead(rows, self.depth)
         failure: Exception | None = None
         while True:
             while failure is None and len(held) < self.depth:
@@ -164,6 +222,8 @@ class AudioPrefetch:
 
     def close(self) -> None:
         """Cancel the read-ahead nobody took and stop the pool without waiting on it."""
+        if self._source is not None:
+            self._source.close()
         for reader in self._opened.values():
             reader.cancel()
         self._opened.clear()

@@ -291,7 +291,7 @@ class Transcriber:
             if more and not self.resumes:
                 audio = audio[:quiet_cut(audio, self.sr)]
             state.seek, state.window_len = seek, len(audio)
-            if float(np.abs(audio).max(initial=0.0)) >= SILENCE_PEAK:
+            if peak(audio) >= SILENCE_PEAK:
                 break
             if not more:  # a silent tail settles the row
                 self._finish(state)
@@ -515,6 +515,11 @@ class Transcriber:
         self._held.clear()
         self.ready = []
         return rows
+
+
+def peak(audio: np.ndarray) -> float:
+    """max |sample| (0 for no samples), without the copy ``np.abs`` makes."""
+    return max(float(audio.max(initial=0.0)), -float(audio.min(initial=0.0)))
 
 
 def window_options(options: TranscribeOptions, row: ManifestRow) -> DecodingOptions:

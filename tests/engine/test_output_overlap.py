@@ -1,5 +1,6 @@
-"""One-shot families build a micro-batch's outputs after the next micro-batch's encoder is
-queued (``EngineConfig.overlap_output_building``): same outputs, built one admission later."""
+"""One-shot families pipeline the engine's ticks (``EngineConfig.overlap_output_building``):
+a tick searches the micro-batch encoded the tick before, queues the next encoder, then builds
+the searched batch's outputs; the outputs are the same, one tick later."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def _trace(engine: ASREngine) -> list[str]:
         return forward(feats, lens, consumes)
 
     def traced_search(enc, lens, micro):
+        events.append(f"search {len(micro)}")
         build = search(enc, lens, micro)
 
         def traced_build():
@@ -51,18 +53,27 @@ def test_outputs_are_the_same_with_and_without_the_overlap() -> None:
     assert len(plain) == 10 and plain == overlapped
 
 
-def test_a_batch_is_built_after_the_next_encoder_and_the_last_at_once() -> None:
+def test_a_batch_is_searched_then_the_next_encoder_queued_then_its_outputs_built() -> None:
     engine = _engine(True)
     events = _trace(engine)
     outs = list(engine.run(_requests()))
     assert len(outs) == 10
-    encodes = [i for i, e in enumerate(events) if e.startswith("encode")]
-    builds = [i for i, e in enumerate(events) if e.startswith("build")]
-    assert len(encodes) == len(builds) == 4  # 3 + 3 + 3 + 1 rows
-    # every batch but the last is built right after the next batch's encoder
-    for k in range(3):
-        assert encodes[k] < encodes[k + 1] < builds[k]
-    assert builds[-1] > encodes[-1]
+    at = {kind: [i for i, e in enumerate(events) if e.startswith(kind)]
+          for kind in ("encode", "search", "build")}
+    assert [len(v) for v in at.values()] == [4, 4, 4]  # 3 + 3 + 3 + 1 rows
+    for k in range(4):
+        assert at["encode"][k] < at["search"][k] < at["build"][k]
+    for k in range(3):  # the next encoder is queued between a batch's search and its build
+        assert at["search"][k] < at["encode"][k + 1] < at["build"][k]
+    assert not engine.has_unfinished()
+
+
+def test_outputs_leave_one_tick_after_their_encoder() -> None:
+    engine = _engine(True)
+    for r in _requests()[:3]:
+        engine.add_request(r)
+    assert engine.step() == []  # the first tick only queues the encoder
+    assert sorted(o.request_id for o in engine.step()) == ["r0", "r1", "r2"]
     assert not engine.has_unfinished()
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from oasr.audio import AudioDecodeError, load_audio
 from oasr.io import ManifestRow, OutputWriter
-from oasr.transcribe.prefetch import AudioPrefetch, ChunkReadAhead, default_workers
+from oasr.transcribe.prefetch import AudioPrefetch, ChunkReadAhead, RowsAhead, default_workers
 from oasr.transcribe.runner import TranscribeOptions, transcribe
 from tests.transcribe.conftest import SAMPLE_RATE, clip, write_wav
 
@@ -76,6 +76,25 @@ def test_rows_keep_their_order_and_a_manifest_error_comes_after_the_rows_before_
     prefetch.close()
     assert seen == ["r0", "r1", "r2", "r3", "r4"]
     assert sorted(opened) == ["r0", "r1", "r3", "r4"]
+
+
+def test_the_manifest_is_read_on_a_thread_of_its_own_and_stops_when_closed():
+    threads: set[str] = set()
+    produced: list[int] = []
+
+    def rows() -> Iterator[ManifestRow]:
+        for i in range(1000):
+            threads.add(threading.current_thread().name)
+            produced.append(i)
+            yield ManifestRow(id=f"r{i}", audio=b"x")
+
+    ahead = RowsAhead(rows(), depth=4)
+    assert [next(ahead).id for _ in range(3)] == ["r0", "r1", "r2"]
+    ahead.close()
+    ahead._thread.join(timeout=5)
+    assert not ahead._thread.is_alive()
+    assert threads == {"oasr-manifest"}
+    assert len(produced) < 20  # read at most depth ahead, then stopped
 
 
 def test_default_workers_leaves_the_engine_a_core():
