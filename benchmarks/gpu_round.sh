@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_min|conv_min}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_min|conv_min|lean}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -241,6 +241,19 @@ conv_min)  # a short budget: the gpu tests of the layers and the models with Con
             --repeat-minutes "${BENCH_MINUTES:-200}" --json "$R/bench_$fam.json"
         cp "$R/bench_$fam.json" "$OUT/" 2>/dev/null
     done
+    ;;
+lean)  # a short budget: every gpu test; the benchmark of record for the Parakeet-TDT shape
+    # (its profile: phases, the pipelined ticks and the SDPA attention each flipped; py-spy of
+    # its words-on run); then where the Zipformer-large shape's time goes (its kernel profile)
+    TAIL=16 step pytest_gpu "${PYTEST_S:-130}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+        -rfEs --tb=short tests
+    TAIL=40 step record "${RECORD_S:-230}" python3 benchmarks/gpu_record.py "$R/record" \
+        --data "$K" --families parakeet_tdt --profile --py-spy parakeet_tdt
+    TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
+        /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
+    TAIL=12 step profile_zip 100 python3 benchmarks/gpu_profile.py --bundle /tmp/oasr_min/bundle_zip \
+        --audio /tmp/oasr_record/audio70.npz --batch 256 --repeat 2 \
+        --out "$R/profile_zipformer_large.txt"
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
