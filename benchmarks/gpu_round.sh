@@ -249,11 +249,13 @@ lean)  # a short budget: every gpu test; the benchmark of record for the Parakee
         -rfEs --tb=short tests
     TAIL=40 step record "${RECORD_S:-230}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families parakeet_tdt --profile --py-spy parakeet_tdt
-    TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
-        /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
-    TAIL=12 step profile_zip 100 python3 benchmarks/gpu_profile.py --bundle /tmp/oasr_min/bundle_zip \
-        --audio /tmp/oasr_record/audio70.npz --batch 256 --repeat 2 \
-        --out "$R/profile_zipformer_large.txt"
+    if [ "${ZIP:-1}" = 1 ]; then
+        TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
+            /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
+        TAIL=12 step profile_zip 100 python3 benchmarks/gpu_profile.py \
+            --bundle /tmp/oasr_min/bundle_zip --audio /tmp/oasr_record/audio70.npz \
+            --batch 256 --repeat 2 --out "$R/profile_zipformer_large.txt"
+    fi
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
