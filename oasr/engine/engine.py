@@ -6,7 +6,9 @@ Request -> InputProcessor (features) -> Scheduler (BatchingPolicy + PartitionPol
 A tick admits one scheduled batch (encode + prefill per micro-batch) when decode slots are
 free, then advances the pending decode groups within a ``StepBudget``. A tick that spent its
 whole decode budget does not also admit on the next, bounded by ``_MAX_SKIPPED_ADMITS`` so
-admission cannot starve.
+admission cannot starve. One-shot families (CTC, transducers) run pipelined ticks instead:
+search the micro-batch encoded last tick, queue the next encoder, then build the searched
+outputs while the device runs it.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class ASREngine:
         # scheduled and not yet encoded, and the one whose encoder is queued on the device
         # and not yet searched.
         self._scheduled: deque[list[Request]] = deque()
-        self._encoding: deque[tuple[list[Request], Any, Any]] = deque()
+        self._encoded: tuple[list[Request], Any, Any] | None = None
 
     @property
     def sample_rate(self) -> int:
@@ -119,7 +121,7 @@ class ASREngine:
 
     def has_unfinished(self) -> bool:
         return (bool(self.scheduler.waiting) or self.strategy.has_pending() or bool(self._ready)
-                or bool(self._scheduled) or bool(self._encoding))
+                or bool(self._scheduled) or self._encoded is not None)
 
     def _should_admit(self) -> bool:
         waiting = self.scheduler.waiting
@@ -170,16 +172,15 @@ class ASREngine:
         (a transcriber assembling rows, reading the manifest, cutting the next windows); it
         waits on the host only for the search's reads and the next batch's staging."""
         built = None
-        if self._encoding:
-            micro, enc, enc_lens = self._encoding.popleft()
+        if self._encoded is not None:
+            (micro, enc, enc_lens), self._encoded = self._encoded, None
             built = self.strategy.search_offline(enc, enc_lens, micro)
         if not self._scheduled and self.scheduler.waiting and self._admit_room() > 0:
             self._scheduled.extend(self.scheduler.schedule(self._admit_room()))
         if self._scheduled:
             micro = self._scheduled.popleft()
             feats, lens = self.inputs(micro)
-            self._encoding.append((micro, *self.runner.forward(feats, lens,
-                                                                self.strategy.consumes)))
+            self._encoded = (micro, *self.runner.forward(feats, lens, self.strategy.consumes))
         if built is not None:
             self._ready += built()
         out, self._ready = self._ready, []
