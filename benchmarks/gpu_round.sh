@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_min|conv_min|lean}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_min|conv_min|lean|tests_prof}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -255,6 +255,27 @@ lean)  # a short budget: every gpu test; the benchmark of record for the Parakee
         TAIL=12 step profile_zip 100 python3 benchmarks/gpu_profile.py \
             --bundle /tmp/oasr_min/bundle_zip --audio /tmp/oasr_record/audio70.npz \
             --batch 256 --repeat 2 --out "$R/profile_zipformer_large.txt"
+    fi
+    ;;
+tests_prof)  # the least budget: every gpu test, then (PROF_S > 0) the Parakeet-TDT shape's
+    # profile (phases, the pipelined ticks and the SDPA attention each flipped)
+    TAIL=16 step pytest_gpu "${PYTEST_S:-140}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+        -rfEs --tb=short tests
+    if [ "${PROF_S:-0}" -gt 0 ]; then
+        python3 - "$D" <<'PY' > /dev/null 2>&1
+import sys, numpy as np, soundfile as sf
+from pathlib import Path
+d = Path(sys.argv[1]); ids, lens, chunks = [], [], []
+for f in sorted((d / "audio").glob("*.flac")):
+    a, _ = sf.read(f, dtype="int16"); ids.append(f.stem); lens.append(len(a)); chunks.append(a)
+np.savez("/tmp/audio70.npz", ids=np.array(ids), lengths=np.array(lens),
+         samples=np.concatenate(chunks))
+PY
+        TAIL=2 step build_tdt 60 python3 benchmarks/record_models.py parakeet_tdt \
+            /tmp/oasr_min/src_tdt --convert /tmp/oasr_min/bundle_tdt
+        TAIL=8 step profile_tdt "$PROF_S" python3 benchmarks/gpu_profile.py \
+            --bundle /tmp/oasr_min/bundle_tdt --audio /tmp/audio70.npz --batch 256 --dtype bf16 \
+            --out "$R/profile_parakeet_tdt.txt"
     fi
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
