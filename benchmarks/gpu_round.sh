@@ -261,6 +261,7 @@ tests_prof)  # the least budget: every gpu test, then (PROF_S > 0) the Parakeet-
     # profile (phases, the pipelined ticks and the SDPA attention each flipped)
     TAIL=16 step pytest_gpu "${PYTEST_S:-140}" python3 -m pytest -m gpu -q -p no:cacheprovider \
         -rfEs --tb=short tests
+    cp "$R/pytest_gpu.log" "$OUT/" 2>/dev/null  # back even if the call is cut short
     if [ "${PROF_S:-0}" -gt 0 ]; then
         python3 - "$D" <<'PY' > /dev/null 2>&1
 import sys, numpy as np, soundfile as sf
