@@ -32,8 +32,9 @@ def relative_sinusoids(frames: int, dim: int, device: torch.device, dtype: torch
     return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(2 * frames - 1, dim).to(dtype)
 
 
-# Rows of an SDPA mask start on this many elements (16 bytes of fp32, 32 of bf16), so the
-# memory-efficient kernel reads the mask where it lies instead of padding a copy of it.
+# Every stride of an SDPA mask but the last a multiple of this many elements (64 bytes of fp32,
+# 32 of bf16): torch pads a copy of a mask whose strides are not aligned before the
+# memory-efficient kernel reads it.
 _MASK_ALIGN = 16
 
 
