@@ -253,7 +253,7 @@ lean)  # a short budget: every gpu test; the benchmark of record for the Parakee
         TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
             /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
         TAIL=12 step profile_zip 100 python3 benchmarks/gpu_profile.py \
-            --bundle /tmp/oasr_min/bundle_zip --audio /tmp/oasr_record/audio70.npz \
+            --bundle /tmp/oasr_min/bundle_zip --audio "$D/audio" \
             --batch 256 --repeat 2 --out "$R/profile_zipformer_large.txt"
     fi
     ;;
@@ -263,19 +263,10 @@ tests_prof)  # the least budget: every gpu test, then (PROF_S > 0) the Parakeet-
         -rfEs --tb=short tests
     cp "$R/pytest_gpu.log" "$OUT/" 2>/dev/null  # back even if the call is cut short
     if [ "${PROF_S:-0}" -gt 0 ]; then
-        python3 - "$D" <<'PY' > /dev/null 2>&1
-import sys, numpy as np, soundfile as sf
-from pathlib import Path
-d = Path(sys.argv[1]); ids, lens, chunks = [], [], []
-for f in sorted((d / "audio").glob("*.flac")):
-    a, _ = sf.read(f, dtype="int16"); ids.append(f.stem); lens.append(len(a)); chunks.append(a)
-np.savez("/tmp/audio70.npz", ids=np.array(ids), lengths=np.array(lens),
-         samples=np.concatenate(chunks))
-PY
         TAIL=2 step build_tdt 60 python3 benchmarks/record_models.py parakeet_tdt \
             /tmp/oasr_min/src_tdt --convert /tmp/oasr_min/bundle_tdt
         TAIL=8 step profile_tdt "$PROF_S" python3 benchmarks/gpu_profile.py \
-            --bundle /tmp/oasr_min/bundle_tdt --audio /tmp/audio70.npz --batch 256 --dtype bf16 \
+            --bundle /tmp/oasr_min/bundle_tdt --audio "$D/audio" --batch 256 --dtype bf16 \
             --out "$R/profile_parakeet_tdt.txt"
     fi
     ;;

@@ -22,26 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from gpu_profile import read_npz  # noqa: E402
+from gpu_profile import read_audio  # noqa: E402
 
 SR = 16000
-
-
-def _rows(src: Path) -> list[tuple[str, np.ndarray]]:
-    if src.is_dir():
-        import soundfile as sf
-
-        files = sorted(src.rglob("*.flac"))
-        if not files:
-            raise SystemExit(f"no .flac files under {src}")
-        return [(f.stem, sf.read(str(f), dtype="float32")[0]) for f in files]
-    return read_npz(src)
 
 
 def main() -> None:
@@ -63,7 +51,7 @@ def main() -> None:
     from oasr.engine.request import Request
     from oasr.models.loader import load_pretrained
 
-    rows = _rows(args.audio) * args.repeat
+    rows = read_audio(args.audio) * args.repeat
     audio_s = sum(len(a) for _, a in rows) / SR
     engine = ASREngine(EngineConfig(device=args.device, dtype=args.dtype,
                                     max_batch_size=args.batch,
