@@ -175,8 +175,9 @@ class ASREngine:
         if self._encoded is not None:
             (micro, enc, enc_lens), self._encoded = self._encoded, None
             built = self.strategy.search_offline(enc, enc_lens, micro)
-        if not self._scheduled and self.scheduler.waiting and self._admit_room() > 0:
-            self._scheduled.extend(self.scheduler.schedule(self._admit_room()))
+        room = self._admit_room()
+        if not self._scheduled and self.scheduler.waiting and room > 0:
+            self._scheduled.extend(self.scheduler.schedule(room))
         if self._scheduled:
             micro = self._scheduled.popleft()
             feats, lens = self.inputs(micro)

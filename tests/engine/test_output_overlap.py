@@ -96,8 +96,11 @@ def test_a_source_that_waits_on_an_output_still_gets_it() -> None:
 def test_a_family_redefining_decode_offline_alone_keeps_its_own_decode() -> None:
     """ctc_aed_rescoring subclasses CTC and redefines decode_offline only: the engine's split
     call must run the subclass's decode, not the parent's search."""
+    from oasr.engine.decode.base import DecodeStrategy
     from oasr.engine.decode.ctc import CtcDecodeStrategy
     from oasr.engine.decode.ctc_aed_rescoring import CtcAedRescoringStrategy
 
     assert issubclass(CtcAedRescoringStrategy, CtcDecodeStrategy)
-    assert CtcAedRescoringStrategy.search_offline is not CtcDecodeStrategy.search_offline
+    assert CtcDecodeStrategy.search_offline is not DecodeStrategy.search_offline
+    # the default split: the subclass's whole decode now, its outputs handed back later
+    assert CtcAedRescoringStrategy.search_offline is DecodeStrategy.search_offline
