@@ -27,19 +27,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from gpu_profile import read_audio  # this folder: the npz reader the GPU probes share
 
 from oasr.bench.peers import TransformersWhisper
 
 SR = 16000
-
-
-def load_audio(path: Path) -> list[tuple[str, np.ndarray]]:
-    data = np.load(path)
-    out, pos = [], 0
-    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist(), strict=True):
-        out.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
-        pos += n
-    return out
 
 
 def sync() -> None:
@@ -129,7 +121,7 @@ def main() -> None:
     from oasr.models.loader import load_pretrained
 
     lm = load_pretrained(str(args.bundle))
-    base = load_audio(args.audio)
+    base = read_audio(args.audio)
     base_s = sum(len(a) for _, a in base) / SR
     reps = max(1, int(np.ceil(args.minutes * 60 / base_s)))
     many = [(f"{uid}#{r}", a) for r in range(reps) for uid, a in base]

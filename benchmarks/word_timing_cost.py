@@ -36,16 +36,14 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
+    from gpu_profile import read_audio  # this folder: the npz reader the GPU probes share
+
     from oasr.engine.config import EngineConfig
     from oasr.engine.engine import ASREngine
     from oasr.engine.request import DecodingOptions, Request
     from oasr.models.loader import load_pretrained
 
-    data = np.load(args.audio)
-    rows, pos = [], 0
-    for uid, n in zip(data["ids"].tolist(), data["lengths"].tolist()):
-        rows.append((str(uid), data["samples"][pos:pos + n].astype(np.float32) / 32768.0))
-        pos += n
+    rows = read_audio(args.audio)
     audio_s = sum(len(a) for _, a in rows) / SR
     lm = load_pretrained(args.bundle)
     dtype = "fp16" if args.device.startswith("cuda") else "fp32"
