@@ -6,7 +6,8 @@ Rows are 40 distinct LibriSpeech clips cut to 1.0-1.9 s, repeated; the engine ru
 its own process:
 
     python benchmarks/cpu_heap_threshold.py --rows 320            # glibc's moving threshold
-    python benchmarks/cpu_heap_threshold.py --rows 320 --pin      # pinned at 1 MiB
+    python benchmarks/cpu_heap_threshold.py --rows 320 --pin      # pinned where oasr transcribe pins it
+    python benchmarks/cpu_heap_threshold.py --rows 320 --pin 32   # pinned at 32 MiB
 """
 
 from __future__ import annotations
@@ -36,12 +37,16 @@ def _rss_mb() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=320)
-    ap.add_argument("--pin", action="store_true", help="pin the mmap threshold first")
+    ap.add_argument("--pin", type=float, nargs="?", const=0.0, default=None, metavar="MIB",
+                    help="pin the mmap threshold first, at MIB MiB (oasr transcribe's when no "
+                         "value is given)")
     args = ap.parse_args()
-    if args.pin:
-        from oasr.transcribe.heap import pin_mmap_threshold
+    if args.pin is not None:
+        from oasr.transcribe.heap import MMAP_THRESHOLD, pin_mmap_threshold
 
-        assert pin_mmap_threshold(), "mallopt refused (not glibc?)"
+        if not args.pin:
+            args.pin = MMAP_THRESHOLD / (1 << 20)
+        assert pin_mmap_threshold(int(args.pin * (1 << 20))), "mallopt refused (not glibc?)"
     import torch
 
     from oasr.engine.config import EngineConfig
@@ -73,7 +78,7 @@ def main() -> None:
         transcribe(engine, TranscribeOptions(inputs=[str(manifest)]),
                    OutputWriter(tmp / "o.parquet"), on_row=on_row)
         usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"pinned": args.pin, "rows": args.rows, "rss_mb_every_32_rows": marks,
+    print(json.dumps({"pinned_mib": args.pin, "rows": args.rows, "rss_mb_every_32_rows": marks,
                       "peak_rss_mb": usage.ru_maxrss // 1024,
                       "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
                       "wall_s": round(time.perf_counter() - start, 1)}))

@@ -4,10 +4,12 @@ glibc serves allocations above ``M_MMAP_THRESHOLD`` with their own ``mmap`` (ret
 system on free) and below it from the heap. By default the threshold moves up, to as much as
 32 MiB, each time a large mmapped block is freed; from then on the engine's many medium tensors
 (encoder windows, decoder KV, a decode group's buffers, sized by batch and length, all
-different) come from the heap, fragment it, and the resident set ratchets up with the rows.
-Setting the threshold pins it (glibc stops moving it): blocks of ``MMAP_THRESHOLD`` and more
-are always mmapped. A user's own ``MALLOC_MMAP_THRESHOLD_`` is left alone; elsewhere than
-glibc this does nothing.
+different) come from the heap, fragment it, and the resident set can ratchet up with the rows.
+Setting the threshold pins it (glibc stops moving it). A low one costs CPU speed: every block
+above it is page-faulted in anew at each allocation, and an encoder allocates its activations
+afresh at every layer; 8 MiB kept the resident set as flat as 1 MiB did, at most of the speed
+of the unpinned heap (docs/engine.md, "Memory against rows"). A user's own
+``MALLOC_MMAP_THRESHOLD_`` is left alone; elsewhere than glibc this does nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 
 __all__ = ["MMAP_THRESHOLD", "pin_mmap_threshold"]
 
-MMAP_THRESHOLD = 1 << 20  # 1 MiB
+MMAP_THRESHOLD = 8 << 20  # 8 MiB
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
