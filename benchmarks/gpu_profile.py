@@ -85,19 +85,15 @@ def phase_split(engine, one_pass) -> dict[str, float]:
 
 
 def annotate_modules(model) -> list:
-    """Profiler ranges named ``module:<Class>`` around every submodule two levels under the
-    encoder's layers (and the encoder's other children), so the table sums device time per
-    kind of module (attention, feed-forward, convolution, norms, subsampling)."""
+    """Profiler ranges named ``module:<Class>`` around every module of the encoder that the
+    model's own package defines (layers, attention, feed-forward, convolution modules,
+    subsampling, stacks), not the shared ``oasr.layers`` ones, so the table sums device time per
+    kind of module, inclusive: a stack's row contains its layers' rows."""
     from torch.autograd.profiler import record_function
 
     encoder = getattr(model, "encoder", model)
-    targets = []
-    for child in encoder.children():
-        if isinstance(child, torch.nn.ModuleList):
-            for layer in child:
-                targets += list(layer.children())
-        else:
-            targets.append(child)
+    targets = [m for m in encoder.modules()
+               if m is not encoder and type(m).__module__.startswith("oasr.models.")]
     handles = []
     for mod in targets:
         label = f"module:{type(mod).__name__}"
