@@ -49,11 +49,16 @@ def matmul4(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def rel_shift(scores: torch.Tensor, length: int) -> torch.Tensor:
     """(H, B, T, N) scores over relative positions -> (H, B, T, length), out[i, j] =
     scores[i, T - 1 - i + j] (offline N = 2T - 1, length = T; streaming N = L + 2T - 1,
-    length = L + T)."""
+    length = L + T).
+
+    A strided view, not a gather: row i starts T - 1 - i into its own row of N, so stepping
+    one row down and one column left is a stride of N - 1. An index tensor of (H, B, T, length)
+    int64 would be 8x the scores' own bytes in fp16."""
+    scores = scores.contiguous()
     h, b, t, n = scores.shape
-    rows = torch.arange(t - 1, -1, -1, device=scores.device).unsqueeze(1)
-    index = (rows + torch.arange(length, device=scores.device)).expand(h, b, t, length)
-    return scores.gather(3, index)
+    sh, sb, _, _ = scores.stride()
+    return scores.as_strided((h, b, t, length), (sh, sb, n - 1, 1),
+                             scores.storage_offset() + t - 1)
 
 
 class RelPositionAttentionWeights(nn.Module):
