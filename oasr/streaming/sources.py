@@ -92,7 +92,11 @@ class MicSource:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._stream.stop()
+        # abort, not stop: stop waits for PortAudio's buffers to complete, and a source that
+        # has gone quiet (PulseAudio's pipe source once its writer closes, a stalled device)
+        # holds that wait for minutes after Ctrl-C. Every block the callback was handed is
+        # already queued; abort drops only the one PortAudio was still filling (<= block_s).
+        self._stream.abort()
         self._stream.close()
 
     def blocks(self, timeout: float = 1.0) -> Iterator[np.ndarray]:

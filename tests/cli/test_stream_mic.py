@@ -120,7 +120,12 @@ def test_mic_transcribes_a_recording_played_into_a_virtual_microphone(pulse_mic,
             break
         time.sleep(0.5)
     cli.send_signal(signal.SIGINT)  # Ctrl-C: flushes the last final and exits 130
-    cli.wait(timeout=300)
+    # promptly, even though the pipe source has gone quiet (nothing writes the fifo now)
+    try:
+        cli.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        cli.kill()
+        pytest.fail("oasr stream --mic was still running 60 s after Ctrl-C")
     reader.join(timeout=10)
     stderr = b"".join(err_lines)
     assert cli.returncode == 130, stderr.decode()[-2000:]
