@@ -6,7 +6,7 @@
 set -uo pipefail
 K=/root/keep
 D=$K/librispeech-test-other-70
-R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_min|conv_min|lean|tests_prof}
+R=$K/round/${1:?baseline|models|archs|combo|archs2|final2|final|final3|final4|e2e|merged|waves|gpu_first|verify|product|gpu_tests|blocks|blocks_short|wide|wide_short|detector|detector_short|steady|record_a|record_b|tdt_min|conv_min|lean|tests_prof|zip_prof}
 rm -rf "$R"; mkdir -p "$R"
 trap 'tar czf "$OUT/round_$1.tgz" -C "$R" . ; ls -R "$R" | head -40' EXIT
 step() {  # step NAME SECONDS CMD...
@@ -272,6 +272,13 @@ tests_prof)  # the least budget: every gpu test, then (PROF_S > 0) the Parakeet-
             --bundle /tmp/oasr_min/bundle_tdt --audio "$D/audio" --batch 256 --dtype bf16 \
             --out "$R/profile_parakeet_tdt.txt"
     fi
+    ;;
+zip_prof)  # the Zipformer-large shape alone: build, convert, its kernel and module profile
+    TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
+        /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
+    TAIL=12 step profile_zip "${PROF_S:-100}" python3 benchmarks/gpu_profile.py \
+        --bundle /tmp/oasr_min/bundle_zip --audio "$D/audio" \
+        --batch 256 --repeat 2 --out "$R/profile_zipformer_large.txt"
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
