@@ -12,7 +12,7 @@ setup:
 
 # Run the test suite (GPU tests skip without CUDA).
 test *ARGS:
-    {{py}} -m pytest -q {{ARGS}}
+    {{py}} -m pytest -q -n 2 {{ARGS}}
 
 # Lint with ruff.
 lint:
