@@ -17,10 +17,12 @@ failure part-way leaves no destination behind (and an existing bundle intact).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -263,9 +265,9 @@ def write_bundle(dst: str | Path, record: BundleRecord, state_dict: dict[str, to
     dst = Path(dst).absolute()
     _check_destination(dst, overwrite)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.parent / f"{dst.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    # a name of its own: two writers of one destination (threads or processes) never share it
+    # (mkdir, not mkdtemp: the bundle keeps the umask's mode, not 0700)
+    tmp = dst.parent / f"{dst.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     try:
         tmp.mkdir()
         _save_tensors(state_dict, tmp / WEIGHTS_NAME)
@@ -295,7 +297,10 @@ def write_bundle(dst: str | Path, record: BundleRecord, state_dict: dict[str, to
         }
         # The config goes last: its presence is what marks a folder as a bundle.
         (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        _swap_into_place(tmp, dst)
+        if overwrite:
+            _swap_into_place(tmp, dst)
+        else:
+            _rename_into_place(tmp, dst)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -314,6 +319,20 @@ def _check_destination(dst: Path, overwrite: bool) -> None:
     if any(dst.iterdir()):
         raise BundleError(f"{dst} is a non-empty folder that is not a bundle; refusing to "
                           "overwrite it (pick a new destination)")
+
+
+def _rename_into_place(tmp: Path, dst: Path) -> None:
+    """``tmp`` becomes ``dst`` unless ``dst`` became a non-empty folder since it was checked
+    (another process wrote the bundle meanwhile, two runs converting one model into the cache
+    at once): rename(2) never replaces a non-empty folder, so that one is left whole."""
+    try:
+        os.rename(tmp, dst)
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) and not dst.is_file():
+            raise
+        what = "a bundle" if is_bundle(dst) else "a file or a non-empty folder"
+        raise BundleError(f"{dst} became {what} while this bundle was written (another "
+                          "process wrote it); left as it is") from None
 
 
 def _swap_into_place(tmp: Path, dst: Path) -> None:

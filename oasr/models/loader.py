@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from oasr import envs
-from oasr.models.bundle import Bundle, is_bundle, read_bundle
+from oasr.models.bundle import Bundle, BundleError, is_bundle, read_bundle
 from oasr.models.catalog import DEFAULT_MODEL_NAME, catalog_entry, resolve_model_name
 from oasr.models.registry import detect_converter, get_model_entry
 from oasr.models.sources import SourceNotFoundError, resolve_source
@@ -80,7 +80,13 @@ def ensure_bundle(src: str, architecture: str | None = None,
     converter = detect_converter(path, architecture)
     if not is_bundle(dst):
         root.mkdir(parents=True, exist_ok=True)
-        converter.convert(path, dst, source_label=src)
+        try:
+            converter.convert(path, dst, source_label=src)
+        except BundleError:
+            # another process converted the same source into the cache meanwhile: its
+            # bundle is the one read below
+            if not is_bundle(dst):
+                raise
     return read_bundle(dst)
 
 

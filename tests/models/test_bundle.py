@@ -117,6 +117,43 @@ def test_failure_while_overwriting_keeps_the_old_bundle(tmp_path, tokenizer_src,
     assert _siblings(tmp_path, "bundle") == ["bundle"]
 
 
+def test_a_bundle_written_meanwhile_is_left_whole(tmp_path, tokenizer_src, monkeypatch):
+    """Two writers of one destination (two runs converting a model into the cache at once):
+    the one finishing second refuses, and the first one's bundle stays as it wrote it."""
+    dst = tmp_path / "bundle"
+    real_sha = bundle_mod._sha256
+
+    def other_writer_finishes_first(path):
+        monkeypatch.setattr(bundle_mod, "_sha256", real_sha)
+        _write(dst, tokenizer_src, {"x": torch.ones(2)})  # passes the same check, lands first
+        return real_sha(path)
+
+    monkeypatch.setattr(bundle_mod, "_sha256", other_writer_finishes_first)
+    with pytest.raises(BundleError, match="another process"):
+        _write(dst, tokenizer_src, {"x": torch.zeros(2)})
+    assert torch.equal(read_bundle(dst).load_state_dict()["x"], torch.ones(2))
+    assert _siblings(tmp_path, "bundle") == ["bundle"]
+
+
+def test_the_cache_takes_a_conversion_that_landed_meanwhile(tmp_path, monkeypatch):
+    """``ensure_bundle`` losing that race loads the winner's bundle instead of failing."""
+    from oasr.models import loader
+    from tests.models.conformer.wenet_fixtures import fixture_dir
+
+    fixture = fixture_dir("u2pp_conv2d4")
+    real_write = bundle_mod.write_bundle
+    won = []
+
+    def racing_write(dst, record, state, tokenizer_src, *, overwrite=False):
+        won.append(real_write(dst, record, state, tokenizer_src, overwrite=overwrite))
+        return real_write(dst, record, state, tokenizer_src, overwrite=overwrite)
+
+    monkeypatch.setattr(bundle_mod, "write_bundle", racing_write)
+    cached = loader.ensure_bundle(str(fixture), cache_dir=tmp_path / "cache")
+    assert won and cached.path == won[0] and is_bundle(won[0])
+    assert _siblings(tmp_path / "cache", won[0].name) == [won[0].name]
+
+
 def test_overwrite_rules(tmp_path, tokenizer_src):
     dst = _write(tmp_path / "bundle", tokenizer_src, {"x": torch.ones(2)})
     with pytest.raises(BundleError, match="already a bundle"):
