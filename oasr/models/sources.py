@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,8 +191,7 @@ def _join_split(prefix: str, cache_root: Path) -> Path:
         return dst
 
     cache_root.mkdir(parents=True, exist_ok=True)
-    tmp = cache_root / f"{prefix}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = cache_root / f"{prefix}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     try:
         tmp.mkdir()
         with open(tmp / joined_name, "wb") as out:
@@ -207,13 +207,30 @@ def _join_split(prefix: str, cache_root: Path) -> Path:
                     if not (tmp / other.name).exists():
                         shutil.copy2(other, tmp / other.name)
         (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        if dst.exists():
-            shutil.rmtree(dst)
-        os.rename(tmp, dst)
+        _join_into_place(tmp, dst, manifest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dst
+
+
+def _join_into_place(tmp: Path, dst: Path, manifest: dict) -> None:
+    """``tmp`` becomes ``dst``. A join of the same parts that another process finished
+    meanwhile is kept (it may be open in that process) and ``tmp`` dropped; a stale one is
+    moved aside before it is deleted, so no reader ever sees a half-deleted folder."""
+    if _cached(dst, manifest):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    if dst.exists():
+        stale = dst.parent / f"{dst.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        os.rename(dst, stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.rename(tmp, dst)
+    except OSError:
+        if not _cached(dst, manifest):  # not another process's finished join
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _cached(dst: Path, manifest: dict) -> bool:

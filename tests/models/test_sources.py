@@ -86,6 +86,31 @@ def test_split_packages_join_into_the_cache(tmp_path, monkeypatch):
     ] == b"HH"
 
 
+def test_a_join_finished_meanwhile_is_kept_as_it_is(tmp_path, monkeypatch):
+    """Two runs joining one split package at once: the second keeps the first one's folder
+    (which that run may have open) and drops its own."""
+    from oasr.models import sources
+
+    pkgs = tmp_path / "site"
+    _make_split(pkgs, "fakesplit_c", [b"xy" * 100, b"z"], {})
+    monkeypatch.syspath_prepend(str(pkgs))
+    cache = tmp_path / "cache"
+    real_place = sources._join_into_place
+    first: list[int] = []
+
+    def other_run_lands_first(tmp, dst, manifest):
+        monkeypatch.setattr(sources, "_join_into_place", real_place)
+        out = resolve_source("fakesplit_c_part1", cache_dir=cache)  # the other run, whole
+        first.append((out / "blob.bin").stat().st_ino)
+        real_place(tmp, dst, manifest)
+
+    monkeypatch.setattr(sources, "_join_into_place", other_run_lands_first)
+    out = resolve_source("fakesplit_c_part2", cache_dir=cache)
+    assert (out / "blob.bin").read_bytes() == b"xy" * 100 + b"z"
+    assert first and (out / "blob.bin").stat().st_ino == first[0]  # the first one's file
+    assert sorted(p.name for p in cache.iterdir()) == ["fakesplit_c"]  # no temporary left
+
+
 def test_split_package_without_its_part_file_is_refused(tmp_path, monkeypatch):
     pkgs = tmp_path / "site"
     _make_split(pkgs, "fakesplit_b", [b"a", b"b"], {})
