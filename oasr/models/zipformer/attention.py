@@ -56,6 +56,9 @@ def rel_shift(scores: torch.Tensor, length: int) -> torch.Tensor:
     int64 would be 8x the scores' own bytes in fp16."""
     scores = scores.contiguous()
     h, b, t, n = scores.shape
+    if length > n - t + 1:  # the view would read past each row (a gather would have raised)
+        raise ValueError(f"rel_shift of {t} rows to {length} columns needs at least "
+                         f"{t + length - 1} relative positions, got {n}")
     sh, sb, _, _ = scores.stride()
     return scores.as_strided((h, b, t, length), (sh, sb, n - 1, 1),
                              scores.storage_offset() + t - 1)

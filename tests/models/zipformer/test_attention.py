@@ -28,3 +28,9 @@ def test_rel_shift_of_a_non_contiguous_view() -> None:
     base = torch.randn(3, 2, 5, 9, generator=torch.Generator().manual_seed(0))
     scores = base.transpose(0, 1)  # (2, 3, 5, 9), strides not row-major
     assert torch.equal(rel_shift(scores, 5), _by_definition(scores.contiguous(), 5))
+
+
+def test_rel_shift_refuses_a_length_past_its_positions() -> None:
+    scores = torch.zeros(1, 1, 4, 7)  # T = 4 rows over 2T - 1 = 7 positions: length <= 4
+    with pytest.raises(ValueError, match="needs at least 8 relative positions, got 7"):
+        rel_shift(scores, 5)
