@@ -223,8 +223,12 @@ def _join_into_place(tmp: Path, dst: Path, manifest: dict) -> None:
         return
     if dst.exists():
         stale = dst.parent / f"{dst.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        os.rename(dst, stale)
-        shutil.rmtree(stale, ignore_errors=True)
+        try:
+            os.rename(dst, stale)
+        except FileNotFoundError:  # another run moved the same stale join aside first
+            pass
+        else:
+            shutil.rmtree(stale, ignore_errors=True)
     try:
         os.rename(tmp, dst)
     except OSError:
