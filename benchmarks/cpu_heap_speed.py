@@ -72,9 +72,9 @@ def transcribe_run(setting: str, manifest: str, model: str) -> dict[str, float]:
                                     stderr=subprocess.STDOUT)
             _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            raise RuntimeError(f"oasr transcribe exited {proc.returncode}: "
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            raise RuntimeError(f"oasr transcribe exited {code}: "
                                f"{(Path(tmp) / 'log').read_text()[-2000:]}")
     return {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024)}
 

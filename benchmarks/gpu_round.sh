@@ -25,6 +25,13 @@ pyc_report() {  # the bytecode cache gpu_session.sh keeps: how many files, from 
         | sort -rn | head -15 | tee -a "$R/pyc_after.txt"
     return 0  # head closing the pipe early is not a failure of the round
 }
+zip_profile() {  # zip_profile SECONDS: the Zipformer-large shape built, converted, profiled
+    TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
+        /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
+    TAIL=12 step profile_zip "$1" python3 benchmarks/gpu_profile.py \
+        --bundle /tmp/oasr_min/bundle_zip --audio "$D/audio" \
+        --batch 256 --repeat 2 --out "$R/profile_zipformer_large.txt"
+}
 case "$1" in
 baseline)  # every gpu test, with the tracebacks of the failures
     TAIL=25 step pytest_gpu 420 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \
@@ -253,11 +260,7 @@ lean)  # a short budget: every gpu test; the benchmark of record for the Parakee
     TAIL=40 step record "${RECORD_S:-230}" python3 benchmarks/gpu_record.py "$R/record" \
         --data "$K" --families parakeet_tdt --profile --py-spy parakeet_tdt
     if [ "${ZIP:-1}" = 1 ]; then
-        TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
-            /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
-        TAIL=12 step profile_zip 100 python3 benchmarks/gpu_profile.py \
-            --bundle /tmp/oasr_min/bundle_zip --audio "$D/audio" \
-            --batch 256 --repeat 2 --out "$R/profile_zipformer_large.txt"
+        zip_profile 100
     fi
     ;;
 tests_prof)  # the least budget: every gpu test, then (PROF_S > 0) the Parakeet-TDT shape's
@@ -274,11 +277,7 @@ tests_prof)  # the least budget: every gpu test, then (PROF_S > 0) the Parakeet-
     fi
     ;;
 zip_prof)  # the Zipformer-large shape alone: build, convert, its kernel and module profile
-    TAIL=2 step build_zip 90 python3 benchmarks/record_models.py zipformer_large \
-        /tmp/oasr_min/src_zip --convert /tmp/oasr_min/bundle_zip
-    TAIL=12 step profile_zip "${PROF_S:-100}" python3 benchmarks/gpu_profile.py \
-        --bundle /tmp/oasr_min/bundle_zip --audio "$D/audio" \
-        --batch 256 --repeat 2 --out "$R/profile_zipformer_large.txt"
+    zip_profile "${PROF_S:-100}"
     ;;
 gpu_tests)  # every gpu test alone, with the tracebacks of the failures (the e2e in its own call)
     TAIL=16 step pytest_gpu 480 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs \

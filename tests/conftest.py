@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -15,8 +17,6 @@ def _no_language_id(monkeypatch: pytest.MonkeyPatch) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Under pytest-xdist each worker gets one intra-op thread (and so do the CLIs it spawns):
     # two workers at torch's default of one thread per core oversubscribe a 2-core machine.
-    import os
-
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["OMP_NUM_THREADS"] = "1"
         import torch
